@@ -1,0 +1,20 @@
+# eddy — make targets. `make test` is the one test command.
+
+.PHONY: test services-start services-stop services-status
+
+## test: gofmt and vet checks, then go test -race on every module against a
+## real Kafka broker and schema registry (started and stopped as needed).
+test:
+	scripts/test.sh
+
+## services-start: start the real broker and schema registry on 127.0.0.1.
+services-start:
+	scripts/kafka.sh start
+
+## services-stop: stop what services-start started.
+services-stop:
+	scripts/kafka.sh stop
+
+## services-status: say whether the broker and registry are running.
+services-status:
+	scripts/kafka.sh status

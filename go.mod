@@ -1,0 +1,3 @@
+module github.com/eddy-go/eddy
+
+go 1.26.0
