@@ -21,7 +21,11 @@ eval "$(scripts/kafka.sh env)"
 export EDDY_REQUIRE_REAL_SERVICES=1
 [[ $started == 1 ]] || echo "test.sh: using the services already running"
 
-modules=$(go list -m -f '{{.Dir}}')
+# Every workspace module that holds packages.
+modules=
+for m in $(go list -m -f '{{.Dir}}'); do
+	if [[ -n $(cd "$m" && go list ./... 2>/dev/null) ]]; then modules+=" $m"; fi
+done
 
 echo "== gofmt"
 unformatted=$(gofmt -l $modules)
