@@ -1,0 +1,148 @@
+// Package rt is the runtime core shared by the Kafka runtime and the
+// in-memory test driver: the compiled form of a topology (Program), and the
+// Task that runs one sub-topology on one partition — its node instances,
+// state stores, stream time and punctuators. It knows nothing of Kafka
+// clients: records come in as RawRecords and leave through a Collector.
+package rt
+
+import (
+	"reflect"
+
+	"github.com/eddy-go/eddy/stores"
+)
+
+// NodeKind is the role of a node in the graph.
+type NodeKind int
+
+// The kinds of node.
+const (
+	KindSource NodeKind = iota
+	KindProcessor
+	KindSink
+)
+
+// NodeSpec is one node of a compiled topology. The DSL and the Processor
+// API create them; Build makes the node of one task.
+type NodeSpec struct {
+	Name     string
+	Kind     NodeKind
+	Parents  []*NodeSpec
+	Children []*NodeSpec
+	Stores   []string // names of the stores the node uses
+
+	// Sources: the topics read. Internal topics are named without the
+	// application id ("<name>-repartition"); Topic resolves them.
+	Topics []string
+	// Sinks: the topic written, or "" when TopicFunc picks one per record.
+	Topic       string
+	DynamicSink bool
+	// Internal marks a source or sink of a repartition topic.
+	Internal bool
+
+	// Types of the records the node takes and gives, checked by Validate.
+	InKey, InValue, OutKey, OutValue reflect.Type
+
+	// Build makes the node for one task. Its children are already built.
+	Build func(b *BuildCtx) (Node, error)
+
+	// Subtopology is set by the topology compiler.
+	Subtopology int
+	// Index is the node's position in creation order.
+	Index int
+}
+
+// StoreSpec is a state store of the topology and the processors it is
+// connected to.
+type StoreSpec struct {
+	Builder    stores.Builder
+	Processors []string
+	// Subtopology is set by the topology compiler.
+	Subtopology int
+}
+
+// Name is the store's name.
+func (s *StoreSpec) Name() string { return s.Builder.Spec().Name }
+
+// InternalTopic is a topic the application creates and owns.
+type InternalTopic struct {
+	// Name without the application id: "<store>-changelog" or
+	// "<name>-repartition". The full name is "<application id>-<Name>".
+	Name string
+	// Repartition: true for repartition topics, false for changelogs.
+	Repartition bool
+	// Partitions, or 0 to use the partition count of the sub-topology's
+	// source topics.
+	Partitions int32
+	// Config: topic configs besides the defaults of its kind.
+	Config map[string]string
+	// Store is the store a changelog belongs to.
+	Store string
+	// WriterSubtopology is the sub-topology writing a repartition topic.
+	WriterSubtopology int
+}
+
+// Subtopology is a connected part of the graph: what one task runs.
+type Subtopology struct {
+	ID    int
+	Nodes []*NodeSpec // creation order
+	// SourceTopics: every topic read, external and internal (unresolved).
+	SourceTopics []string
+	Stores       []*StoreSpec
+}
+
+// Program is a compiled, validated topology.
+type Program struct {
+	Nodes          []*NodeSpec
+	NodesByName    map[string]*NodeSpec
+	Subtopologies  []*Subtopology
+	Stores         map[string]*StoreSpec
+	StoreOrder     []string         // creation order
+	InternalTopics []*InternalTopic // repartition topics, then changelogs, in creation order
+	// CoPartitioned lists groups of source topics that must have equal
+	// partition counts (the sources of one sub-topology).
+	CoPartitioned [][]string
+}
+
+// ChangelogTopic returns the full name of a store's changelog topic.
+func ChangelogTopic(appID, store string) string { return appID + "-" + store + "-changelog" }
+
+// InternalTopicName returns the full name of an internal topic.
+func InternalTopicName(appID, name string) string { return appID + "-" + name }
+
+// IsInternal reports whether topic (as written in a NodeSpec) is one of the
+// program's internal topics.
+func (p *Program) IsInternal(topic string) bool {
+	for _, t := range p.InternalTopics {
+		if t.Repartition && t.Name == topic {
+			return true
+		}
+	}
+	return false
+}
+
+// SubtopologyOf returns the sub-topology that reads topic (unresolved name).
+func (p *Program) SubtopologyOf(topic string) (*Subtopology, bool) {
+	for _, st := range p.Subtopologies {
+		for _, t := range st.SourceTopics {
+			if t == topic {
+				return st, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// hook lets the topology package hand its compiled Program to the runtime
+// packages without a public accessor.
+var programOf func(any) (*Program, bool)
+
+// RegisterProgramAccessor is called once by the topology package.
+func RegisterProgramAccessor(f func(any) (*Program, bool)) { programOf = f }
+
+// ProgramOf returns the Program of a *topology.Topology.
+func ProgramOf(topology any) (*Program, bool) {
+	if programOf == nil {
+		return nil, false
+	}
+	return programOf(topology)
+}

@@ -1,0 +1,563 @@
+package rt
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/eddy-go/eddy/processor"
+	"github.com/eddy-go/eddy/stores"
+)
+
+// RawRecord is a record as read from a topic, before deserialization.
+type RawRecord struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte // nil: Kafka null
+	Timestamp int64  // milliseconds; set by the timestamp extractor
+	Headers   processor.Headers
+}
+
+// OutRecord is a record a task writes: sink output, changelog writes and
+// dead letters.
+type OutRecord struct {
+	Topic     string
+	Partition int32 // -1: the producer picks by key (murmur2, as Kafka's Java client)
+	Key       []byte
+	Value     []byte // nil: a tombstone
+	Timestamp int64
+	Headers   processor.Headers
+	// Store is set on changelog records: the store they log.
+	Store string
+}
+
+// Collector takes what a task writes. It must not keep the slices of a
+// record after Send returns.
+type Collector interface {
+	Send(task *Task, rec *OutRecord) error
+}
+
+// ErrorKind says where a record failed.
+type ErrorKind int
+
+// The kinds of record errors.
+const (
+	ErrDeserialization ErrorKind = iota
+	ErrProcessing
+	ErrProduction
+)
+
+func (k ErrorKind) String() string {
+	switch k {
+	case ErrProcessing:
+		return "processing"
+	case ErrProduction:
+		return "production"
+	}
+	return "deserialization"
+}
+
+// ErrorAction is what an error handler decides.
+type ErrorAction int
+
+// The error handler actions.
+const (
+	ActionFail ErrorAction = iota
+	ActionContinue
+	ActionDeadLetter
+)
+
+// RecordError describes a record that failed: the task, the node, and where
+// the input record came from (Offset -1 during punctuation).
+type RecordError struct {
+	Kind      ErrorKind
+	Task      processor.TaskID
+	Node      string
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte // the input record's bytes, as read
+	Value     []byte
+	Timestamp int64
+	Err       error
+}
+
+func (e *RecordError) Error() string {
+	where := "during punctuation"
+	if e.Offset >= 0 {
+		where = fmt.Sprintf("of record at topic %q partition %d offset %d", e.Topic, e.Partition, e.Offset)
+	}
+	node := ""
+	if e.Node != "" {
+		node = " in " + e.Node
+	}
+	return fmt.Sprintf("%s error in task %s%s %s: %v", e.Kind, e.Task, node, where, e.Err)
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// Handlers decide what happens to failed records. A nil handler fails.
+type Handlers struct {
+	Handle func(e *RecordError) ErrorAction
+	// DeadLetterTopic receives records the handler dead-letters.
+	DeadLetterTopic string
+}
+
+// Dead-letter headers, as Kafka Streams' KIP-1034.
+const (
+	HeaderErrorClass     = "__streams.errors.exception"
+	HeaderErrorMessage   = "__streams.errors.message"
+	HeaderErrorTopic     = "__streams.errors.topic"
+	HeaderErrorPartition = "__streams.errors.partition"
+	HeaderErrorOffset    = "__streams.errors.offset"
+)
+
+// TaskConfig is what a runtime gives NewTask.
+type TaskConfig struct {
+	ID          processor.TaskID
+	AppID       string
+	Program     *Program
+	Subtopology *Subtopology
+	// WriteSet returns the thread's write set for a backend.
+	WriteSet func(inMemory bool) *stores.WriteSet
+	// Cache is the thread's record cache; nil disables caching.
+	Cache     *stores.Cache
+	Collector Collector
+	// WallClock returns the time in milliseconds for wall-clock
+	// punctuators.
+	WallClock func() int64
+	Handlers  Handlers
+}
+
+// Counters are a task's record counts, readable from any goroutine.
+type Counters struct {
+	Processed    atomic.Int64
+	Skipped      atomic.Int64 // errors handled with Continue, records dropped by an operator
+	DeadLettered atomic.Int64
+	Late         atomic.Int64
+}
+
+// Task runs one sub-topology on one partition number. It is owned by one
+// goroutine.
+type Task struct {
+	cfg      TaskConfig
+	id       processor.TaskID
+	idString string
+
+	nodes    map[string]Node
+	order    []Node // creation (topological) order
+	sources  map[string]SourceNode
+	stores   map[string]stores.Store
+	storeSeq []stores.Store // creation order: flushed upstream first
+
+	streamTime int64
+	cur        recordContext
+	inRecord   bool
+	curRaw     *RawRecord
+	curNode    string
+
+	punctStream []*schedule
+	punctWall   []*schedule
+
+	err      error
+	closed   bool
+	Counters Counters
+}
+
+type recordContext struct {
+	meta      processor.RecordMetadata
+	timestamp int64
+	headers   processor.Headers
+}
+
+// NewTask builds and initializes the nodes and stores of one task.
+func NewTask(cfg TaskConfig) (*Task, error) {
+	t := &Task{
+		cfg:        cfg,
+		id:         cfg.ID,
+		idString:   cfg.ID.String(),
+		nodes:      map[string]Node{},
+		sources:    map[string]SourceNode{},
+		stores:     map[string]stores.Store{},
+		streamTime: -1,
+	}
+	t.cur.meta.Offset = -1
+	for _, ss := range cfg.Subtopology.Stores {
+		if err := t.buildStore(ss); err != nil {
+			t.closeAll()
+			return nil, err
+		}
+	}
+	for _, spec := range cfg.Subtopology.Nodes {
+		if _, err := t.build(spec); err != nil {
+			t.closeAll()
+			return nil, err
+		}
+	}
+	for _, n := range t.order {
+		if err := n.Init(); err != nil {
+			t.closeAll()
+			return nil, fmt.Errorf("task %s: initializing %s: %w", t.id, n.Name(), err)
+		}
+	}
+	return t, nil
+}
+
+func (t *Task) buildStore(ss *StoreSpec) error {
+	spec := ss.Builder.Spec()
+	env := stores.Env{
+		Task:      t.idString,
+		WriteSet:  t.cfg.WriteSet(spec.InMemory),
+		Cache:     t.cfg.Cache,
+		Topic:     spec.Name,
+		Timestamp: func() int64 { return t.cur.timestamp },
+	}
+	if spec.Logged {
+		topic := ChangelogTopic(t.cfg.AppID, spec.Name)
+		env.Topic = topic
+		env.Changelog = &changelogWriter{t: t, topic: topic, store: spec.Name}
+	}
+	s, err := ss.Builder.Build(env)
+	if err != nil {
+		return fmt.Errorf("task %s: building store %s: %w", t.id, spec.Name, err)
+	}
+	t.stores[spec.Name] = s
+	t.storeSeq = append(t.storeSeq, s)
+	return nil
+}
+
+func (t *Task) build(spec *NodeSpec) (Node, error) {
+	if n, ok := t.nodes[spec.Name]; ok {
+		return n, nil
+	}
+	children := make([]Node, len(spec.Children))
+	for i, c := range spec.Children {
+		n, err := t.build(c)
+		if err != nil {
+			return nil, err
+		}
+		children[i] = n
+	}
+	n, err := spec.Build(&BuildCtx{Task: t, Spec: spec, children: children})
+	if err != nil {
+		return nil, fmt.Errorf("task %s: building %s: %w", t.id, spec.Name, err)
+	}
+	t.nodes[spec.Name] = n
+	if spec.Kind == KindSource {
+		src, ok := n.(SourceNode)
+		if !ok {
+			return nil, fmt.Errorf("task %s: source %s is not a source node (%T)", t.id, spec.Name, n)
+		}
+		for _, topic := range spec.Topics {
+			t.sources[t.Topic(topic, spec.Internal)] = src
+		}
+	}
+	// Children were appended first; keep creation order for Init by
+	// inserting by index.
+	pos := len(t.order)
+	for i, o := range t.order {
+		if t.cfg.Program.NodesByName[o.Name()].Index > spec.Index {
+			pos = i
+			break
+		}
+	}
+	t.order = append(t.order, nil)
+	copy(t.order[pos+1:], t.order[pos:])
+	t.order[pos] = n
+	return n, nil
+}
+
+// ID is the task's id.
+func (t *Task) ID() processor.TaskID { return t.id }
+
+// AppID is the application id.
+func (t *Task) AppID() string { return t.cfg.AppID }
+
+// Topic resolves a topic name of a NodeSpec: internal topics get the
+// application id in front.
+func (t *Task) Topic(name string, internal bool) string {
+	if internal {
+		return InternalTopicName(t.cfg.AppID, name)
+	}
+	return name
+}
+
+// SourceTopics are the resolved topics this task reads.
+func (t *Task) SourceTopics() []string {
+	out := make([]string, 0, len(t.sources))
+	for topic := range t.sources {
+		out = append(out, topic)
+	}
+	return out
+}
+
+// Stores returns the task's stores by name.
+func (t *Task) Stores() map[string]stores.Store { return t.stores }
+
+// Store returns one of the task's stores.
+func (t *Task) Store(name string) (stores.Store, bool) {
+	s, ok := t.stores[name]
+	return s, ok
+}
+
+// StreamTime is the largest record timestamp processed, -1 before any.
+func (t *Task) StreamTime() int64 { return t.streamTime }
+
+// Err is the error that failed the task, if any.
+func (t *Task) Err() error { return t.err }
+
+// fail records the first fatal error.
+func (t *Task) fail(err error) {
+	if t.err == nil {
+		t.err = err
+	}
+}
+
+// Process runs one record through the source that reads its topic, then
+// fires due stream-time punctuators. It returns the error that failed the
+// task (a handler said Fail).
+func (t *Task) Process(r *RawRecord) error {
+	if t.err != nil {
+		return t.err
+	}
+	src, ok := t.sources[r.Topic]
+	if !ok {
+		return fmt.Errorf("task %s: no source reads topic %q", t.id, r.Topic)
+	}
+	t.cur = recordContext{
+		meta:      processor.RecordMetadata{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
+		timestamp: r.Timestamp,
+		headers:   r.Headers,
+	}
+	t.curRaw = r
+	t.inRecord = true
+	if r.Timestamp > t.streamTime {
+		t.streamTime = r.Timestamp
+	}
+	src.ProcessRaw(r)
+	t.inRecord = false
+	t.curRaw = nil
+	t.Counters.Processed.Add(1)
+	if t.err != nil {
+		return t.err
+	}
+	return t.punctuate(&t.punctStream, t.streamTime)
+}
+
+// PunctuateWallClock fires the wall-clock punctuators due at now.
+func (t *Task) PunctuateWallClock(now int64) error {
+	if t.err != nil {
+		return t.err
+	}
+	return t.punctuate(&t.punctWall, now)
+}
+
+// Flush writes every store's cached writes down (forwarding what caching
+// held back), upstream stores first.
+func (t *Task) Flush() error {
+	if t.err != nil {
+		return t.err
+	}
+	for _, s := range t.storeSeq {
+		if err := s.Flush(); err != nil {
+			t.fail(fmt.Errorf("task %s: flushing store %s: %w", t.id, s.Name(), err))
+			return t.err
+		}
+		if t.err != nil {
+			return t.err
+		}
+	}
+	return nil
+}
+
+// Discard drops the stores' cached writes (an aborted transaction).
+func (t *Task) Discard() {
+	for _, s := range t.storeSeq {
+		s.Discard()
+	}
+}
+
+// Close closes the task's nodes and stores. Unflushed cached writes are
+// dropped: flush and commit first for a clean close.
+func (t *Task) Close() error {
+	if t.closed {
+		return nil
+	}
+	return t.closeAll()
+}
+
+func (t *Task) closeAll() error {
+	t.closed = true
+	var errs []error
+	for i := len(t.order) - 1; i >= 0; i-- {
+		if err := t.order[i].Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing %s: %w", t.order[i].Name(), err))
+		}
+	}
+	for _, s := range t.storeSeq {
+		if err := s.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing store %s: %w", s.Name(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Send writes an output record through the task's collector.
+func (t *Task) Send(rec *OutRecord) {
+	if err := t.cfg.Collector.Send(t, rec); err != nil {
+		t.fail(fmt.Errorf("task %s: sending to %s: %w", t.id, rec.Topic, err))
+	}
+}
+
+// CurrentTimestamp is the timestamp of the record being processed, or of
+// the punctuation running.
+func (t *Task) CurrentTimestamp() int64 { return t.cur.timestamp }
+
+// CurrentHeaders are the headers of the record being processed.
+func (t *Task) CurrentHeaders() processor.Headers { return t.cur.headers }
+
+// RecordMetadata says where the record being processed came from.
+func (t *Task) RecordMetadata() (processor.RecordMetadata, bool) {
+	return t.cur.meta, t.inRecord
+}
+
+// HandleError routes a failed record to the handlers. It returns true when
+// processing of the record should go on after the error (never for Fail).
+func (t *Task) HandleError(kind ErrorKind, node string, err error) {
+	e := &RecordError{Kind: kind, Task: t.id, Node: node, Offset: -1, Timestamp: t.cur.timestamp, Err: err}
+	if t.inRecord {
+		e.Topic, e.Partition, e.Offset = t.cur.meta.Topic, t.cur.meta.Partition, t.cur.meta.Offset
+		if t.curRaw != nil {
+			e.Key, e.Value = t.curRaw.Key, t.curRaw.Value
+		}
+	}
+	action := ActionFail
+	if t.cfg.Handlers.Handle != nil {
+		action = t.cfg.Handlers.Handle(e)
+	}
+	switch action {
+	case ActionContinue:
+		t.Counters.Skipped.Add(1)
+	case ActionDeadLetter:
+		if t.cfg.Handlers.DeadLetterTopic == "" || !t.inRecord {
+			t.fail(fmt.Errorf("%w (dead-letter asked, but no dead-letter topic or no input record)", e))
+			return
+		}
+		t.Counters.DeadLettered.Add(1)
+		t.Send(&OutRecord{
+			Topic: t.cfg.Handlers.DeadLetterTopic, Partition: -1,
+			Key: e.Key, Value: e.Value, Timestamp: e.Timestamp,
+			Headers: append(append(processor.Headers{}, t.cur.headers...),
+				processor.Header{Key: HeaderErrorClass, Value: []byte(errorClass(e))},
+				processor.Header{Key: HeaderErrorMessage, Value: []byte(e.Err.Error())},
+				processor.Header{Key: HeaderErrorTopic, Value: []byte(e.Topic)},
+				processor.Header{Key: HeaderErrorPartition, Value: []byte(strconv.Itoa(int(e.Partition)))},
+				processor.Header{Key: HeaderErrorOffset, Value: []byte(strconv.FormatInt(e.Offset, 10))},
+			),
+		})
+	default:
+		t.fail(e)
+	}
+}
+
+func errorClass(e *RecordError) string {
+	return fmt.Sprintf("%s:%T", e.Kind, errors.Unwrap(e.Err))
+}
+
+// changelogWriter sends a store's writes to its changelog partition: the
+// partition number of the task.
+type changelogWriter struct {
+	t     *Task
+	topic string
+	store string
+}
+
+func (c *changelogWriter) Log(key, value []byte, ts int64) {
+	c.t.Send(&OutRecord{Topic: c.topic, Partition: c.t.id.Partition, Key: key, Value: value, Timestamp: ts, Store: c.store})
+}
+
+// schedule is one punctuator.
+type schedule struct {
+	node      string
+	next      int64
+	interval  int64
+	fn        processor.Punctuator
+	cancelled bool
+	setCur    func()
+}
+
+func (s *schedule) Cancel() { s.cancelled = true }
+
+// punctuate fires due schedules of one clock, as Kafka Streams: a schedule
+// due at or before now fires once with now, then moves to its next multiple
+// of the interval after now.
+func (t *Task) punctuate(list *[]*schedule, now int64) error {
+	for _, s := range *list {
+		if s.cancelled || s.next > now {
+			continue
+		}
+		saved, savedIn := t.cur, t.inRecord
+		t.cur = recordContext{timestamp: now, meta: processor.RecordMetadata{Offset: -1}}
+		t.inRecord = false
+		t.curNode = s.node
+		err := safeCall(func() error { return s.fn(now) })
+		t.cur, t.inRecord = saved, savedIn
+		if err != nil {
+			t.HandleError(ErrProcessing, s.node, err)
+		}
+		next := s.next + s.interval
+		if now >= next {
+			next = now - (now-s.next)%s.interval + s.interval
+		}
+		s.next = next
+		if t.err != nil {
+			return t.err
+		}
+	}
+	kept := (*list)[:0]
+	for _, s := range *list {
+		if !s.cancelled {
+			kept = append(kept, s)
+		}
+	}
+	*list = kept
+	return nil
+}
+
+// schedule adds a punctuator for a node.
+func (t *Task) schedule(node string, interval int64, typ processor.PunctuationType, fn processor.Punctuator) (processor.Cancellable, error) {
+	if interval <= 0 {
+		return nil, fmt.Errorf("task %s: %s: punctuation interval must be at least 1ms, got %dms", t.id, node, interval)
+	}
+	s := &schedule{node: node, interval: interval, fn: fn}
+	if typ == processor.WallClockTime {
+		now := int64(0)
+		if t.cfg.WallClock != nil {
+			now = t.cfg.WallClock()
+		}
+		s.next = now + interval
+		t.punctWall = append(t.punctWall, s)
+	} else {
+		s.next = 0 // fires as soon as there is data, aligned to 0
+		t.punctStream = append(t.punctStream, s)
+	}
+	return s, nil
+}
+
+// safeCall runs user code, turning a panic into an error.
+func safeCall(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r}
+		}
+	}()
+	return f()
+}
+
+// PanicError is a panic recovered in user code.
+type PanicError struct{ Value any }
+
+func (p *PanicError) Error() string { return fmt.Sprintf("panic: %v", p.Value) }

@@ -1,0 +1,217 @@
+package stores
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Errors of the stores package.
+var (
+	// ErrClosed is returned by a store or backend used after Close.
+	ErrClosed = errors.New("stores: closed")
+	// ErrReadOnly is returned when a read-only view is written to.
+	ErrReadOnly = errors.New("stores: read-only")
+)
+
+// BytesIterator walks key-value pairs in key order (or reverse order).
+// Key and Value are valid until the next call to Next; copy them to keep them.
+type BytesIterator interface {
+	Next() bool
+	Key() []byte
+	Value() []byte
+	Err() error
+	Close() error
+}
+
+// Backend is the byte-level storage of one application instance: every
+// store of every task lives in it under its own key prefix. Pebble (on disk)
+// and Memory are the two implementations. A Backend is safe for concurrent
+// use.
+type Backend interface {
+	// Get returns a copy of the value of key, and whether it exists.
+	Get(key []byte) ([]byte, bool, error)
+	// Iter walks the keys in [lower, upper); a nil bound is open.
+	Iter(lower, upper []byte, reverse bool) BytesIterator
+	// Apply writes every operation of b atomically: after a crash, all of
+	// them are visible or none.
+	Apply(b *Batch) error
+	// Flush makes everything applied so far durable without a write-ahead
+	// log replay.
+	Flush() error
+	// Persistent reports whether the data survives Close.
+	Persistent() bool
+	Close() error
+}
+
+type opKind uint8
+
+const (
+	opSet opKind = iota
+	opDelete
+	opDeleteRange
+)
+
+type batchOp struct {
+	kind       opKind
+	key, value []byte // value: the end key for opDeleteRange
+}
+
+// Batch is an ordered list of writes applied atomically by Backend.Apply.
+// The batch keeps the slices it is given; callers must not modify them.
+type Batch struct {
+	ops []batchOp
+}
+
+// Set writes key = value.
+func (b *Batch) Set(key, value []byte) { b.ops = append(b.ops, batchOp{opSet, key, value}) }
+
+// Delete removes key.
+func (b *Batch) Delete(key []byte) { b.ops = append(b.ops, batchOp{opDelete, key, nil}) }
+
+// DeleteRange removes every key in [start, end).
+func (b *Batch) DeleteRange(start, end []byte) {
+	b.ops = append(b.ops, batchOp{opDeleteRange, start, end})
+}
+
+// Len is the number of operations in b.
+func (b *Batch) Len() int { return len(b.ops) }
+
+// Reset empties b for reuse.
+func (b *Batch) Reset() { b.ops = b.ops[:0] }
+
+// Key layout inside a backend. Task ids ("0_3") and store names never hold a
+// 0x00 byte, so they can be separated by one.
+//
+//	data:    0x01 <task> 0x00 <store> 0x00 <user key>  → value
+//	offsets: 0x02 <task> 0x00 <store>                  → 8-byte big-endian next changelog offset
+const (
+	nsData   = 0x01
+	nsOffset = 0x02
+)
+
+// DataPrefix is the key prefix of one store of one task.
+func DataPrefix(task, store string) []byte {
+	p := make([]byte, 0, len(task)+len(store)+3)
+	p = append(p, nsData)
+	p = append(p, task...)
+	p = append(p, 0)
+	p = append(p, store...)
+	return append(p, 0)
+}
+
+func offsetKey(task, store string) []byte {
+	p := make([]byte, 0, len(task)+len(store)+2)
+	p = append(p, nsOffset)
+	p = append(p, task...)
+	p = append(p, 0)
+	return append(p, store...)
+}
+
+// prefixEnd returns the smallest key greater than every key with prefix p.
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+func taskRanges(task string) [][2][]byte {
+	var out [][2][]byte
+	for _, ns := range []byte{nsData, nsOffset} {
+		p := append(append([]byte{ns}, task...), 0)
+		out = append(out, [2][]byte{p, prefixEnd(p)})
+	}
+	return out
+}
+
+func validName(kind, s string) error {
+	if s == "" {
+		return fmt.Errorf("stores: empty %s", kind)
+	}
+	if bytes.IndexByte([]byte(s), 0) >= 0 {
+		return fmt.Errorf("stores: %s %q holds a 0x00 byte", kind, s)
+	}
+	return nil
+}
+
+// StoredOffset returns the next changelog offset to restore from for one
+// store of one task (the offset after the last changelog record its
+// committed state holds), and false when none was ever stored.
+func StoredOffset(b Backend, task, store string) (int64, bool, error) {
+	v, ok, err := b.Get(offsetKey(task, store))
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	if len(v) != 8 {
+		return 0, false, fmt.Errorf("stores: corrupt changelog offset for task %s store %s (%d bytes)", task, store, len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), true, nil
+}
+
+func encodeOffset(off int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(off)) }
+
+// DropTask deletes every store and stored offset of a task: one range delete
+// per key namespace, applied atomically.
+func DropTask(b Backend, task string) error {
+	if err := validName("task id", task); err != nil {
+		return err
+	}
+	var batch Batch
+	for _, r := range taskRanges(task) {
+		batch.DeleteRange(r[0], r[1])
+	}
+	return b.Apply(&batch)
+}
+
+// DropStore deletes one store of one task and its stored offset.
+func DropStore(b Backend, task, store string) error {
+	p := DataPrefix(task, store)
+	var batch Batch
+	batch.DeleteRange(p, prefixEnd(p))
+	batch.Delete(offsetKey(task, store))
+	return b.Apply(&batch)
+}
+
+// ChangelogRecord is one record of a store's changelog topic, as restore
+// applies it. A nil Value is a tombstone.
+type ChangelogRecord struct {
+	Key       []byte
+	Value     []byte
+	Timestamp int64
+}
+
+// Restore writes changelog records into one store of one task, together with
+// nextOffset (the changelog offset after the last record), in one atomic
+// write. For timestamped stores the record timestamp is stored in front of
+// the value, as the store layers expect.
+func Restore(b Backend, task, store string, timestamped bool, recs []ChangelogRecord, nextOffset int64) error {
+	prefix := DataPrefix(task, store)
+	var batch Batch
+	for _, r := range recs {
+		k := append(append(make([]byte, 0, len(prefix)+len(r.Key)), prefix...), r.Key...)
+		switch {
+		case r.Value == nil:
+			batch.Delete(k)
+		case timestamped:
+			batch.Set(k, appendTimestamped(nil, r.Timestamp, r.Value))
+		default:
+			batch.Set(k, r.Value)
+		}
+	}
+	batch.Set(offsetKey(task, store), encodeOffset(nextOffset))
+	return b.Apply(&batch)
+}
+
+// appendTimestamped appends the timestamped value encoding (8-byte
+// big-endian timestamp, then the value bytes, as Kafka Streams'
+// ValueAndTimestamp) to dst.
+func appendTimestamped(dst []byte, ts int64, value []byte) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, uint64(ts))
+	return append(dst, value...)
+}

@@ -1,0 +1,215 @@
+package stores
+
+import (
+	"bytes"
+
+	"github.com/RaduBerinde/btreemap"
+)
+
+// WriteSet holds the writes made between two commits on top of a Backend.
+// Reads through it see those writes; nothing reaches the backend until
+// Commit, which applies every write and every changelog offset set since
+// the last commit in one atomic Backend.Apply. Discard drops them — what an
+// aborted transaction needs.
+//
+// A stream thread owns one WriteSet per backend for all its tasks; it is
+// not safe for concurrent use.
+type WriteSet struct {
+	backend Backend
+	pending *btreemap.BTreeMap[[]byte, pendingWrite]
+	offsets map[string]int64 // offsetKey → next changelog offset
+	batch   Batch
+}
+
+type pendingWrite struct {
+	value   []byte
+	deleted bool
+}
+
+// NewWriteSet returns an empty write set over b.
+func NewWriteSet(b Backend) *WriteSet {
+	return &WriteSet{
+		backend: b,
+		pending: btreemap.New[[]byte, pendingWrite](32, bytes.Compare),
+		offsets: map[string]int64{},
+	}
+}
+
+// Backend returns the backend the write set commits to.
+func (w *WriteSet) Backend() Backend { return w.backend }
+
+// Get returns the value of key as of the writes so far.
+func (w *WriteSet) Get(key []byte) ([]byte, bool, error) {
+	if _, p, ok := w.pending.Get(key); ok {
+		if p.deleted {
+			return nil, false, nil
+		}
+		return p.value, true, nil
+	}
+	return w.backend.Get(key)
+}
+
+// Set records key = value. The write set keeps copies of both.
+func (w *WriteSet) Set(key, value []byte) {
+	w.pending.ReplaceOrInsert(bytes.Clone(key), pendingWrite{value: bytes.Clone(value)})
+}
+
+// Delete records the deletion of key.
+func (w *WriteSet) Delete(key []byte) {
+	w.pending.ReplaceOrInsert(bytes.Clone(key), pendingWrite{deleted: true})
+}
+
+// SetOffset records the next changelog offset of one store of one task, to
+// be stored by the next Commit together with the data.
+func (w *WriteSet) SetOffset(task, store string, next int64) {
+	w.offsets[string(offsetKey(task, store))] = next
+}
+
+// Iter walks [lower, upper) as of the writes so far.
+func (w *WriteSet) Iter(lower, upper []byte, reverse bool) BytesIterator {
+	under := w.backend.Iter(lower, upper, reverse)
+	if w.pending.Len() == 0 {
+		return under
+	}
+	lo, hi := btreemap.Min[[]byte](), btreemap.Max[[]byte]()
+	if lower != nil {
+		lo = btreemap.GE(lower)
+	}
+	if upper != nil {
+		hi = btreemap.LT(upper)
+	}
+	var over []overlayEntry
+	add := func(k []byte, p pendingWrite) bool {
+		over = append(over, overlayEntry{key: k, value: p.value, deleted: p.deleted})
+		return true
+	}
+	if reverse {
+		w.pending.DescendFunc(hi, lo, add)
+	} else {
+		w.pending.AscendFunc(lo, hi, add)
+	}
+	return newMergeIter(over, under, reverse)
+}
+
+// Len is the number of pending writes.
+func (w *WriteSet) Len() int { return w.pending.Len() }
+
+// Commit applies every pending write and offset atomically, then empties the
+// write set.
+func (w *WriteSet) Commit() error {
+	if w.pending.Len() == 0 && len(w.offsets) == 0 {
+		return nil
+	}
+	w.batch.Reset()
+	for k, p := range w.pending.Ascend(btreemap.Min[[]byte](), btreemap.Max[[]byte]()) {
+		if p.deleted {
+			w.batch.Delete(k)
+		} else {
+			w.batch.Set(k, p.value)
+		}
+	}
+	for k, off := range w.offsets {
+		w.batch.Set([]byte(k), encodeOffset(off))
+	}
+	if err := w.backend.Apply(&w.batch); err != nil {
+		return err
+	}
+	w.Discard()
+	return nil
+}
+
+// Discard drops every pending write and offset.
+func (w *WriteSet) Discard() {
+	w.pending.Clear(false)
+	clear(w.offsets)
+	w.batch.Reset()
+}
+
+// DiscardTask drops the pending writes and offsets of one task, for a task
+// closed without committing while the thread's other tasks go on.
+func (w *WriteSet) DiscardTask(task string) {
+	for _, r := range taskRanges(task) {
+		var doomed [][]byte
+		w.pending.AscendFunc(btreemap.GE(r[0]), btreemap.LT(r[1]), func(k []byte, _ pendingWrite) bool {
+			doomed = append(doomed, k)
+			return true
+		})
+		for _, k := range doomed {
+			w.pending.Delete(k)
+		}
+	}
+	for k := range w.offsets {
+		for _, r := range taskRanges(task) {
+			if k >= string(r[0]) && k < string(r[1]) {
+				delete(w.offsets, k)
+			}
+		}
+	}
+}
+
+type overlayEntry struct {
+	key, value []byte
+	deleted    bool
+}
+
+// mergeIter merges a sorted overlay (which wins on equal keys and may hold
+// deletions) with an underlying iterator in the same direction.
+type mergeIter struct {
+	over       []overlayEntry
+	oi         int
+	under      BytesIterator
+	uValid     bool
+	uStarted   bool
+	reverse    bool
+	key, value []byte
+}
+
+func newMergeIter(over []overlayEntry, under BytesIterator, reverse bool) *mergeIter {
+	return &mergeIter{over: over, under: under, reverse: reverse}
+}
+
+// before reports whether a comes before b in the iteration direction.
+func (m *mergeIter) before(a, b []byte) bool {
+	c := bytes.Compare(a, b)
+	if m.reverse {
+		return c > 0
+	}
+	return c < 0
+}
+
+func (m *mergeIter) Next() bool {
+	if !m.uStarted {
+		m.uStarted = true
+		m.uValid = m.under.Next()
+	}
+	for {
+		haveO := m.oi < len(m.over)
+		switch {
+		case !haveO && !m.uValid:
+			return false
+		case haveO && (!m.uValid || !m.before(m.under.Key(), m.over[m.oi].key)):
+			o := m.over[m.oi]
+			m.oi++
+			if m.uValid && bytes.Equal(m.under.Key(), o.key) {
+				m.uValid = m.under.Next() // shadowed by the overlay
+			}
+			if o.deleted {
+				continue
+			}
+			m.key, m.value = o.key, o.value
+			return true
+		default:
+			m.key, m.value = m.under.Key(), m.under.Value()
+			// Advance lazily: key/value of the underlying iterator stay
+			// valid until its Next, so copy before moving on.
+			m.key, m.value = bytes.Clone(m.key), bytes.Clone(m.value)
+			m.uValid = m.under.Next()
+			return true
+		}
+	}
+}
+
+func (m *mergeIter) Key() []byte   { return m.key }
+func (m *mergeIter) Value() []byte { return m.value }
+func (m *mergeIter) Err() error    { return m.under.Err() }
+func (m *mergeIter) Close() error  { return m.under.Close() }

@@ -1,0 +1,307 @@
+package streamstest
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/eddy-go/eddy/internal/rt"
+	"github.com/eddy-go/eddy/processor"
+	"github.com/eddy-go/eddy/stores"
+	"github.com/eddy-go/eddy/topology"
+)
+
+// Options configure a Driver. The zero value is usable.
+type Options struct {
+	// ApplicationID names internal topics: "<id>-<store>-changelog".
+	// Default "streamstest".
+	ApplicationID string
+	// CacheMaxBytes is the record cache size. Default 10 MiB, as Kafka
+	// Streams; negative disables caching.
+	CacheMaxBytes int64
+	// ManualCommit turns off the commit after every piped record; call
+	// Driver.Commit. With caching on, updates of a key between commits
+	// reach the output once.
+	ManualCommit bool
+	// StartTime is the initial wall-clock time in milliseconds, for
+	// wall-clock punctuators and for Pipe's default record timestamp.
+	// Default 0.
+	StartTime int64
+	// OnError decides what happens to failed records (default: fail).
+	OnError func(*rt.RecordError) rt.ErrorAction
+	// DeadLetterTopic receives dead-lettered records.
+	DeadLetterTopic string
+}
+
+// Driver runs a topology without a broker: the same nodes, stores, cache
+// and commit path as the Kafka runtime, on one partition of every topic,
+// with repartition topics passed along in memory. It is deterministic: the
+// same input gives the same output. A Driver belongs to one goroutine.
+type Driver struct {
+	tb      testing.TB
+	opts    Options
+	prog    *rt.Program
+	tasks   []*rt.Task // by sub-topology id
+	byTopic map[string]*rt.Task
+	pebble  *stores.Pebble
+	memory  *stores.Memory
+	wsP     *stores.WriteSet
+	wsM     *stores.WriteSet
+	cache   *stores.Cache
+	now     int64
+
+	topics   map[string]*topicLog // everything written: outputs, changelogs, repartitions
+	inbox    []*rt.RawRecord      // repartition records not yet processed
+	inOffset map[string]int64
+	closed   bool
+}
+
+type topicLog struct {
+	recs []*rt.OutRecord
+}
+
+// New starts a driver for top; t.Cleanup closes it. Errors fail the test.
+func New(t testing.TB, top *topology.Topology, opts ...Options) *Driver {
+	t.Helper()
+	d, err := Open(top, opts...)
+	if err != nil {
+		t.Fatalf("streamstest: %v", err)
+	}
+	d.tb = t
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			t.Errorf("streamstest: closing: %v", err)
+		}
+	})
+	return d
+}
+
+// Open starts a driver without a testing.TB (for benchmarks and examples);
+// call Close. Methods that fail a test panic instead.
+func Open(top *topology.Topology, opts ...Options) (*Driver, error) {
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.ApplicationID == "" {
+		o.ApplicationID = "streamstest"
+	}
+	if o.CacheMaxBytes == 0 {
+		o.CacheMaxBytes = 10 << 20
+	}
+	prog, ok := rt.ProgramOf(top)
+	if !ok {
+		return nil, errors.New("streamstest: not a built topology")
+	}
+	p, err := stores.OpenPebble("streamstest", stores.PebbleOptions{InMemory: true, MemTableSize: 4 << 20, CacheSize: 8 << 20})
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{
+		opts: o, prog: prog, byTopic: map[string]*rt.Task{},
+		pebble: p, memory: stores.NewMemory(), now: o.StartTime,
+		topics: map[string]*topicLog{}, inOffset: map[string]int64{},
+	}
+	d.wsP, d.wsM = stores.NewWriteSet(d.pebble), stores.NewWriteSet(d.memory)
+	if o.CacheMaxBytes > 0 {
+		d.cache = stores.NewCache(o.CacheMaxBytes)
+	}
+	for _, st := range prog.Subtopologies {
+		task, err := rt.NewTask(rt.TaskConfig{
+			ID:          processor.TaskID{Subtopology: st.ID, Partition: 0},
+			AppID:       o.ApplicationID,
+			Program:     prog,
+			Subtopology: st,
+			WriteSet: func(inMemory bool) *stores.WriteSet {
+				if inMemory {
+					return d.wsM
+				}
+				return d.wsP
+			},
+			Cache:     d.cache,
+			Collector: d,
+			WallClock: func() int64 { return d.now },
+			Handlers:  rt.Handlers{Handle: o.OnError, DeadLetterTopic: o.DeadLetterTopic},
+		})
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		d.tasks = append(d.tasks, task)
+		for _, topic := range task.SourceTopics() {
+			d.byTopic[topic] = task
+		}
+	}
+	return d, nil
+}
+
+// Send implements rt.Collector: records to repartition topics are queued
+// for the sub-topology reading them; everything is logged per topic.
+func (d *Driver) Send(_ *rt.Task, rec *rt.OutRecord) error {
+	cp := *rec
+	cp.Key = cloneBytes(rec.Key)
+	cp.Value = cloneBytes(rec.Value)
+	cp.Partition = 0
+	log := d.topics[cp.Topic]
+	if log == nil {
+		log = &topicLog{}
+		d.topics[cp.Topic] = log
+	}
+	log.recs = append(log.recs, &cp)
+	// As Kafka Streams' TopologyTestDriver: what goes to a topic the
+	// topology reads (repartition topics, and any source topic) is read back.
+	if _, read := d.byTopic[cp.Topic]; read {
+		d.inbox = append(d.inbox, d.raw(cp.Topic, cp.Key, cp.Value, cp.Timestamp, cp.Headers))
+	}
+	return nil
+}
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}
+
+func (d *Driver) raw(topic string, key, value []byte, ts int64, h processor.Headers) *rt.RawRecord {
+	off := d.inOffset[topic]
+	d.inOffset[topic] = off + 1
+	return &rt.RawRecord{Topic: topic, Partition: 0, Offset: off, Key: key, Value: value, Timestamp: ts, Headers: h}
+}
+
+// pipeRaw processes one input record and everything it sends through
+// repartition topics, then commits unless ManualCommit.
+func (d *Driver) pipeRaw(r *rt.RawRecord) error {
+	if d.closed {
+		return errors.New("streamstest: driver closed")
+	}
+	task, ok := d.byTopic[r.Topic]
+	if !ok {
+		return fmt.Errorf("streamstest: no source reads topic %q", r.Topic)
+	}
+	if err := task.Process(r); err != nil {
+		return err
+	}
+	if err := d.drain(); err != nil {
+		return err
+	}
+	if !d.opts.ManualCommit {
+		return d.Commit()
+	}
+	return nil
+}
+
+func (d *Driver) drain() error {
+	for len(d.inbox) > 0 {
+		r := d.inbox[0]
+		d.inbox = d.inbox[1:]
+		if err := d.byTopic[r.Topic].Process(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Commit flushes every task's stores (forwarding what the cache held back,
+// sub-topologies upstream first, repartitioned records processed), then
+// applies the stores' writes and changelog offsets atomically — the runtime's
+// commit, with the in-memory topics as the committed Kafka side.
+func (d *Driver) Commit() error {
+	for {
+		for _, t := range d.tasks {
+			if err := t.Flush(); err != nil {
+				return err
+			}
+		}
+		if len(d.inbox) == 0 {
+			break
+		}
+		if err := d.drain(); err != nil {
+			return err
+		}
+	}
+	for _, name := range d.prog.StoreOrder {
+		spec := d.prog.Stores[name]
+		if !spec.Builder.Spec().Logged {
+			continue
+		}
+		topic := rt.ChangelogTopic(d.opts.ApplicationID, name)
+		next := int64(0)
+		if log := d.topics[topic]; log != nil {
+			next = int64(len(log.recs))
+		}
+		ws := d.wsP
+		if spec.Builder.Spec().InMemory {
+			ws = d.wsM
+		}
+		ws.SetOffset(d.tasks[spec.Subtopology].ID().String(), name, next)
+	}
+	if err := d.wsM.Commit(); err != nil {
+		return err
+	}
+	return d.wsP.Commit()
+}
+
+// AdvanceWallClock moves the wall clock forward and fires the wall-clock
+// punctuators that became due.
+func (d *Driver) AdvanceWallClock(ms int64) error {
+	d.now += ms
+	for _, t := range d.tasks {
+		if err := t.PunctuateWallClock(d.now); err != nil {
+			return d.fail(err)
+		}
+	}
+	if err := d.drain(); err != nil {
+		return d.fail(err)
+	}
+	if !d.opts.ManualCommit {
+		return d.fail(d.Commit())
+	}
+	return nil
+}
+
+// WallClock is the driver's wall-clock time in milliseconds.
+func (d *Driver) WallClock() int64 { return d.now }
+
+func (d *Driver) fail(err error) error {
+	if err != nil && d.tb != nil {
+		d.tb.Helper()
+		d.tb.Fatalf("streamstest: %v", err)
+	}
+	return err
+}
+
+// Counters returns the processed, skipped and dead-lettered record counts
+// over all tasks.
+func (d *Driver) Counters() (processed, skipped, deadLettered int64) {
+	for _, t := range d.tasks {
+		processed += t.Counters.Processed.Load()
+		skipped += t.Counters.Skipped.Load()
+		deadLettered += t.Counters.DeadLettered.Load()
+	}
+	return
+}
+
+// Close closes the tasks and stores. Writes not committed are dropped.
+func (d *Driver) Close() error {
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	var errs []error
+	for _, t := range d.tasks {
+		errs = append(errs, t.Close())
+	}
+	errs = append(errs, d.memory.Close(), d.pebble.Close())
+	return errors.Join(errs...)
+}
+
+// store returns the named store of the task that owns it.
+func (d *Driver) store(name string) (any, error) {
+	spec, ok := d.prog.Stores[name]
+	if !ok {
+		return nil, fmt.Errorf("streamstest: no state store %q", name)
+	}
+	s, _ := d.tasks[spec.Subtopology].Store(name)
+	return s, nil
+}

@@ -1,0 +1,59 @@
+package topology_test
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+
+	"github.com/eddy-go/eddy/serde"
+	"github.com/eddy-go/eddy/topology"
+)
+
+// The word count's description, in Kafka Streams' TopologyDescription
+// format: the repartition topic splits it into two sub-topologies.
+func ExampleTopology_Describe() {
+	b := topology.NewBuilder()
+	lines := topology.Stream(b, "text-input", topology.Consumed(serde.String(), serde.String()))
+	words := topology.FlatMapValues(lines, func(line string) []string {
+		return strings.FieldsFunc(strings.ToLower(line), func(r rune) bool {
+			return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+		})
+	})
+	byWord := topology.GroupBy(words, func(_, w string) string { return w },
+		topology.Grouped(serde.String(), serde.String()))
+	counts := topology.Count(byWord, topology.Materialized[string, int64]("counts"))
+	counts.ToStream().To("word-counts", topology.Produced(serde.String(), serde.Int64()))
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	fmt.Print(top.Describe())
+	// Output:
+	// Topologies:
+	//    Sub-topology: 0
+	//     Source: KSTREAM-SOURCE-0000000000 (topics: [text-input])
+	//       --> KSTREAM-FLATMAPVALUES-0000000001
+	//     Processor: KSTREAM-FLATMAPVALUES-0000000001 (stores: [])
+	//       --> KSTREAM-KEY-SELECT-0000000002
+	//       <-- KSTREAM-SOURCE-0000000000
+	//     Processor: KSTREAM-KEY-SELECT-0000000002 (stores: [])
+	//       --> counts-repartition-filter
+	//       <-- KSTREAM-FLATMAPVALUES-0000000001
+	//     Processor: counts-repartition-filter (stores: [])
+	//       --> counts-repartition-sink
+	//       <-- KSTREAM-KEY-SELECT-0000000002
+	//     Sink: counts-repartition-sink (topic: counts-repartition)
+	//       <-- counts-repartition-filter
+	//
+	//   Sub-topology: 1
+	//     Source: counts-repartition-source (topics: [counts-repartition])
+	//       --> KSTREAM-AGGREGATE-0000000003
+	//     Processor: KSTREAM-AGGREGATE-0000000003 (stores: [counts])
+	//       --> KTABLE-TOSTREAM-0000000007
+	//       <-- counts-repartition-source
+	//     Processor: KTABLE-TOSTREAM-0000000007 (stores: [])
+	//       --> KSTREAM-SINK-0000000008
+	//       <-- KSTREAM-AGGREGATE-0000000003
+	//     Sink: KSTREAM-SINK-0000000008 (topic: word-counts)
+	//       <-- KTABLE-TOSTREAM-0000000007
+}

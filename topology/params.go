@@ -1,0 +1,202 @@
+package topology
+
+import (
+	"maps"
+	"time"
+
+	"github.com/eddy-go/eddy/serde"
+)
+
+// Named names an operator. Names keep generated node, store and topic names
+// stable when a topology changes: with Named, "KSTREAM-FILTER-0000000003"
+// becomes your name.
+type Named string
+
+func nameOf(n []Named) string {
+	if len(n) > 0 {
+		return string(n[0])
+	}
+	return ""
+}
+
+// ConsumedOptions are the parameters of a source: serdes and name.
+type ConsumedOptions[K, V any] struct {
+	keySerde   serde.Serde[K]
+	valueSerde serde.Serde[V]
+	name       string
+}
+
+// Consumed returns source parameters with the key and value serdes.
+func Consumed[K, V any](ks serde.Serde[K], vs serde.Serde[V]) ConsumedOptions[K, V] {
+	return ConsumedOptions[K, V]{keySerde: ks, valueSerde: vs}
+}
+
+// WithName names the source node.
+func (c ConsumedOptions[K, V]) WithName(name string) ConsumedOptions[K, V] {
+	c.name = name
+	return c
+}
+
+// ProducedOptions are the parameters of a sink: serdes and name.
+type ProducedOptions[K, V any] struct {
+	keySerde   serde.Serde[K]
+	valueSerde serde.Serde[V]
+	name       string
+}
+
+// Produced returns sink parameters with the key and value serdes.
+func Produced[K, V any](ks serde.Serde[K], vs serde.Serde[V]) ProducedOptions[K, V] {
+	return ProducedOptions[K, V]{keySerde: ks, valueSerde: vs}
+}
+
+// WithName names the sink node.
+func (p ProducedOptions[K, V]) WithName(name string) ProducedOptions[K, V] {
+	p.name = name
+	return p
+}
+
+// GroupedOptions are the parameters of a grouping: the serdes of the
+// repartition topic and its name.
+type GroupedOptions[K, V any] struct {
+	keySerde   serde.Serde[K]
+	valueSerde serde.Serde[V]
+	name       string
+}
+
+// Grouped returns grouping parameters with the key and value serdes.
+func Grouped[K, V any](ks serde.Serde[K], vs serde.Serde[V]) GroupedOptions[K, V] {
+	return GroupedOptions[K, V]{keySerde: ks, valueSerde: vs}
+}
+
+// WithName names the grouping: the repartition topic becomes
+// "<application id>-<name>-repartition".
+func (g GroupedOptions[K, V]) WithName(name string) GroupedOptions[K, V] {
+	g.name = name
+	return g
+}
+
+// RepartitionedOptions are the parameters of an explicit repartition.
+type RepartitionedOptions[K, V any] struct {
+	keySerde   serde.Serde[K]
+	valueSerde serde.Serde[V]
+	name       string
+	partitions int32
+}
+
+// Repartitioned returns repartition parameters with the serdes.
+func Repartitioned[K, V any](ks serde.Serde[K], vs serde.Serde[V]) RepartitionedOptions[K, V] {
+	return RepartitionedOptions[K, V]{keySerde: ks, valueSerde: vs}
+}
+
+// WithName names the repartition topic "<application id>-<name>-repartition".
+func (r RepartitionedOptions[K, V]) WithName(name string) RepartitionedOptions[K, V] {
+	r.name = name
+	return r
+}
+
+// WithPartitions sets the repartition topic's partition count (default:
+// that of the upstream source topics).
+func (r RepartitionedOptions[K, V]) WithPartitions(n int32) RepartitionedOptions[K, V] {
+	r.partitions = n
+	return r
+}
+
+// Backend picks where a store keeps its data.
+type Backend int
+
+const (
+	// Persistent keeps the store in the instance's Pebble database (default).
+	Persistent Backend = iota
+	// InMemory keeps the store in memory; it restores fully from its
+	// changelog at every start.
+	InMemory
+)
+
+// MaterializedOptions are the parameters of a state store created by the
+// DSL: name, serdes, caching, logging, backend.
+type MaterializedOptions[K, V any] struct {
+	name       string
+	keySerde   serde.Serde[K]
+	valueSerde serde.Serde[V]
+	caching    bool
+	logging    bool
+	logConfig  map[string]string
+	backend    Backend
+	retention  time.Duration
+}
+
+// Materialized returns store parameters naming the store; an empty name
+// lets the builder generate one (then the store is not queryable). Caching
+// and logging are on, the backend is Persistent.
+func Materialized[K, V any](name string) MaterializedOptions[K, V] {
+	return MaterializedOptions[K, V]{name: name, caching: true, logging: true}
+}
+
+// WithSerdes sets the store's serdes (default: inherited, or the built-in
+// serde of the type).
+func (m MaterializedOptions[K, V]) WithSerdes(ks serde.Serde[K], vs serde.Serde[V]) MaterializedOptions[K, V] {
+	m.keySerde, m.valueSerde = ks, vs
+	return m
+}
+
+// WithCaching turns the record cache on (default) or off. With caching off,
+// every update is forwarded downstream and logged.
+func (m MaterializedOptions[K, V]) WithCaching(on bool) MaterializedOptions[K, V] {
+	m.caching = on
+	return m
+}
+
+// WithLogging turns the changelog on (default) or off; config adds
+// changelog topic configs.
+func (m MaterializedOptions[K, V]) WithLogging(on bool, config map[string]string) MaterializedOptions[K, V] {
+	m.logging = on
+	m.logConfig = maps.Clone(config)
+	return m
+}
+
+// WithBackend picks Persistent (Pebble, default) or InMemory.
+func (m MaterializedOptions[K, V]) WithBackend(b Backend) MaterializedOptions[K, V] {
+	m.backend = b
+	return m
+}
+
+// materializedOr returns the first of ms, or defaults (caching and logging
+// on, generated name).
+func materializedOr[K, V any](ms []MaterializedOptions[K, V]) MaterializedOptions[K, V] {
+	if len(ms) > 0 {
+		return ms[0]
+	}
+	return Materialized[K, V]("")
+}
+
+// defaultSerde returns the Kafka serde of the basic types: string, []byte,
+// int32, int64, float64.
+func defaultSerde[T any]() (serde.Serde[T], bool) {
+	var s any
+	switch any(*new(T)).(type) {
+	case string:
+		s = serde.String()
+	case []byte:
+		s = serde.Bytes()
+	case int32:
+		s = serde.Int32()
+	case int64:
+		s = serde.Int64()
+	case float64:
+		s = serde.Float64()
+	default:
+		return nil, false
+	}
+	return s.(serde.Serde[T]), true
+}
+
+// pickSerde returns the first non-nil serde, else the default of the type.
+func pickSerde[T any](ss ...serde.Serde[T]) serde.Serde[T] {
+	for _, s := range ss {
+		if s != nil {
+			return s
+		}
+	}
+	s, _ := defaultSerde[T]()
+	return s
+}
