@@ -142,7 +142,9 @@ func (c *Context[K, V]) Schedule(interval time.Duration, typ processor.Punctuati
 }
 
 // RecordMetadata implements processor.Context.
-func (c *Context[K, V]) RecordMetadata() (processor.RecordMetadata, bool) { return c.t.RecordMetadata() }
+func (c *Context[K, V]) RecordMetadata() (processor.RecordMetadata, bool) {
+	return c.t.RecordMetadata()
+}
 
 // TaskID implements processor.Context.
 func (c *Context[K, V]) TaskID() processor.TaskID { return c.t.id }
