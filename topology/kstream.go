@@ -226,16 +226,16 @@ type BranchedStream[K, V any] struct {
 	preds  []func(K, V) bool
 	names  []string
 	deflt  string
-	n      int
 }
 
 // Split starts splitting the stream; name prefixes the branches' names.
 func (s *KStream[K, V]) Split(name ...Named) *BranchedStream[K, V] {
 	bs := &BranchedStream[K, V]{s: s, prefix: nameOf(name)}
-	nodeName := s.b.nameOr(bs.prefix, "KSTREAM-BRANCH-")
+	nodeName := s.b.newName("KSTREAM-BRANCH-") // counted even when named, as Kafka Streams
 	if bs.prefix == "" {
 		bs.prefix = nodeName
 	}
+	nodeName = bs.prefix
 	bs.node = s.b.add(processorSpec[K, V, K, V](nodeName, func(bc *rt.BuildCtx) (rt.Node, error) {
 		n := &branchNode[K, V]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, preds: bs.preds}
 		ch, err := rt.Children[K, V](bc)
@@ -258,12 +258,8 @@ func (s *KStream[K, V]) Split(name ...Named) *BranchedStream[K, V] {
 }
 
 func (bs *BranchedStream[K, V]) child(name string) *KStream[K, V] {
-	bs.n++
-	if name == "" {
-		name = bs.prefix + fmt.Sprint(bs.n)
-	} else {
-		name = bs.prefix + name
-	}
+	name = bs.prefix + name
+	bs.s.b.index++ // each branch counts one name, as Kafka Streams
 	n := bs.s.b.add(processorSpec[K, V, K, V](name, buildPass[K, V]), bs.node)
 	return newStream(bs.s.b, n, bs.s.keySerde, bs.s.valueSerde, bs.s.repartitionRequired)
 }
@@ -272,7 +268,11 @@ func (bs *BranchedStream[K, V]) child(name string) *KStream[K, V] {
 // branch took). Its node is named the split's name followed by name, or by
 // the branch's number.
 func (bs *BranchedStream[K, V]) Branch(pred func(K, V) bool, name ...Named) *KStream[K, V] {
-	s := bs.child(nameOf(name))
+	n := nameOf(name)
+	if n == "" {
+		n = fmt.Sprint(len(bs.preds) + 1)
+	}
+	s := bs.child(n)
 	bs.preds = append(bs.preds, pred)
 	bs.names = append(bs.names, s.node.Name)
 	return s

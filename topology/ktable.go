@@ -126,9 +126,14 @@ func (t *KTable[K, V]) FilterNot(pred func(K, V) bool, name ...Named) *KTable[K,
 }
 
 func (t *KTable[K, V]) filter(pred func(K, V) bool, not bool, name []Named) *KTable[K, V] {
-	return deriveTable(t, t.b.nameOr(nameOf(name), "KTABLE-FILTER-"), func(base rt.Base, fw fwd[K, V], sendOld *bool) rt.Node {
+	// The table is materialized upstream, so the filter can see old values
+	// and, as Kafka Streams does then, skips forwarding a deletion of a row
+	// that was never forwarded.
+	out := deriveTable(t, t.b.nameOr(nameOf(name), "KTABLE-FILTER-"), func(base rt.Base, fw fwd[K, V], sendOld *bool) rt.Node {
 		return &tableFilterNode[K, V]{Base: base, fw: fw, pred: pred, not: not, sendOld: sendOld}
 	}, t.keySerde, t.valueSerde)
+	out.info.enableSendOld()
+	return out
 }
 
 // TableMapValues maps each row's value.

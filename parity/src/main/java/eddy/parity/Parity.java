@@ -1,0 +1,182 @@
+package eddy.parity;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.function.Consumer;
+
+import org.apache.kafka.common.serialization.Serde;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.streams.KeyValue;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.TestInputTopic;
+import org.apache.kafka.streams.TestOutputTopic;
+import org.apache.kafka.streams.Topology;
+import org.apache.kafka.streams.TopologyTestDriver;
+import org.apache.kafka.streams.kstream.Branched;
+import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.KStream;
+import org.apache.kafka.streams.kstream.KTable;
+import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.kstream.Named;
+import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.test.TestRecord;
+
+/**
+ * Runs each scenario of eddy's parity tests on Kafka Streams'
+ * TopologyTestDriver with caching off and writes what it emits.
+ *
+ * Input file {name}.in: one record per line, "topic|key|value|timestamp",
+ * value "<null>" for a tombstone. Output file {name}.out: the topology
+ * description, a line "== outputs", then "topic|key|value|timestamp" per
+ * output record in the order of the scenario's output topics.
+ */
+public final class Parity {
+    record Scenario(Consumer<StreamsBuilder> build, Map<String, String> outputs) {}
+
+    static final Map<String, Scenario> SCENARIOS = new LinkedHashMap<>();
+
+    static Map<String, String> outs(String... topicAndType) {
+        Map<String, String> m = new LinkedHashMap<>();
+        for (int i = 0; i < topicAndType.length; i += 2) m.put(topicAndType[i], topicAndType[i + 1]);
+        return m;
+    }
+
+    static List<String> words(String line) {
+        List<String> out = new ArrayList<>();
+        for (String w : line.toLowerCase().split("[^\\p{L}\\p{Nd}]+")) if (!w.isEmpty()) out.add(w);
+        return out;
+    }
+
+    static {
+        SCENARIOS.put("wordcount", new Scenario(b -> {
+            KStream<String, String> lines = b.stream("text-input", Consumed.with(Serdes.String(), Serdes.String()));
+            lines.flatMapValues(Parity::words)
+                .groupBy((k, w) -> w, Grouped.with(Serdes.String(), Serdes.String()))
+                .count(Materialized.as("counts"))
+                .toStream().to("word-counts", Produced.with(Serdes.String(), Serdes.Long()));
+        }, outs("word-counts", "long")));
+
+        SCENARIOS.put("stateless", new Scenario(b -> {
+            KStream<String, String> in = b.stream("in", Consumed.with(Serdes.String(), Serdes.String()));
+            Map<String, KStream<String, String>> br = in
+                .filter((k, v) -> !v.isEmpty())
+                .mapValues(v -> v.toUpperCase())
+                .peek((k, v) -> {})
+                .split(Named.as("split-"))
+                .branch((k, v) -> v.startsWith("A"), Branched.as("a"))
+                .defaultBranch(Branched.as("other"));
+            KStream<String, String> a = br.get("split-a");
+            KStream<String, String> other = br.get("split-other").mapValues(v -> v + "!");
+            a.to("out-a");
+            other.to("out-other");
+            a.selectKey((k, v) -> v).to("out-rekeyed");
+            a.merge(other).filterNot((k, v) -> v.length() > 6).to("out-merged");
+            in.flatMap((k, v) -> List.of(KeyValue.pair(k + "1", v), KeyValue.pair(k + "2", v))).to("out-flat");
+        }, outs("out-a", "string", "out-other", "string", "out-rekeyed", "string", "out-merged", "string", "out-flat", "string")));
+
+        SCENARIOS.put("reduce", new Scenario(b -> {
+            b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
+                .mapValues(v -> v.trim())
+                .groupByKey()
+                .reduce((agg, v) -> agg + "," + v, Materialized.as("reduced"))
+                .toStream().to("out");
+        }, outs("out", "string")));
+
+        SCENARIOS.put("aggregate-repartition", new Scenario(b -> {
+            b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
+                .selectKey((k, v) -> v.substring(0, 1))
+                .groupByKey(Grouped.<String, String>with(Serdes.String(), Serdes.String()).withName("by-first"))
+                .aggregate(() -> "", (k, v, agg) -> agg + v, Materialized.as("agg"))
+                .toStream().to("out");
+        }, outs("out", "string")));
+
+        SCENARIOS.put("table-ops", new Scenario(b -> {
+            KTable<String, String> t = b.table("tin", Consumed.with(Serdes.String(), Serdes.String()),
+                Materialized.as("tin-store"));
+            t.filter((k, v) -> !v.startsWith("x"))
+                .mapValues(v -> Integer.toString(v.length()))
+                .toStream().to("out");
+        }, outs("out", "string")));
+
+        SCENARIOS.put("table-groupby-count", new Scenario(b -> {
+            b.table("users", Consumed.with(Serdes.String(), Serdes.String()), Materialized.as("users-store"))
+                .groupBy((user, region) -> KeyValue.pair(region, user), Grouped.with(Serdes.String(), Serdes.String()))
+                .count(Materialized.as("region-counts"))
+                .toStream().to("out", Produced.with(Serdes.String(), Serdes.Long()));
+        }, outs("out", "long")));
+
+        SCENARIOS.put("table-groupby-reduce", new Scenario(b -> {
+            b.table("scores", Consumed.with(Serdes.String(), Serdes.String()), Materialized.as("scores-store"))
+                .groupBy((player, v) -> KeyValue.pair(v.split(":")[0], v.split(":")[1]),
+                    Grouped.with(Serdes.String(), Serdes.String()))
+                .reduce((agg, v) -> Long.toString(Long.parseLong(agg) + Long.parseLong(v)),
+                    (agg, v) -> Long.toString(Long.parseLong(agg) - Long.parseLong(v)),
+                    Materialized.as("team-totals"))
+                .toStream().to("out");
+        }, outs("out", "string")));
+
+        SCENARIOS.put("totable", new Scenario(b -> {
+            b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
+                .toTable(Materialized.as("tt"))
+                .toStream().to("out");
+        }, outs("out", "string")));
+    }
+
+    public static void main(String[] args) throws IOException {
+        Path dir = Path.of(args[0]);
+        List<String> names = args.length > 1 ? Arrays.asList(args).subList(1, args.length) : new ArrayList<>(SCENARIOS.keySet());
+        for (String name : names) {
+            Scenario sc = SCENARIOS.get(name);
+            if (sc == null) throw new IllegalArgumentException("no scenario " + name);
+            run(name, sc, dir);
+        }
+    }
+
+    static void run(String name, Scenario sc, Path dir) throws IOException {
+        StreamsBuilder b = new StreamsBuilder();
+        sc.build.accept(b);
+        Topology top = b.build();
+        Properties p = new Properties();
+        p.put(StreamsConfig.APPLICATION_ID_CONFIG, "parity");
+        p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "unused:9092");
+        p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+        p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+        p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+        StringBuilder out = new StringBuilder(top.describe().toString());
+        out.append("== outputs\n");
+        try (TopologyTestDriver d = new TopologyTestDriver(top, p)) {
+            Map<String, TestInputTopic<String, String>> inputs = new LinkedHashMap<>();
+            Map<String, TestOutputTopic<String, ?>> outputs = new LinkedHashMap<>();
+            for (Map.Entry<String, String> e : sc.outputs.entrySet()) {
+                Serde<?> vs = e.getValue().equals("long") ? Serdes.Long() : Serdes.String();
+                outputs.put(e.getKey(), d.createOutputTopic(e.getKey(), Serdes.String().deserializer(), vs.deserializer()));
+            }
+            for (String line : Files.readAllLines(dir.resolve(name + ".in"), StandardCharsets.UTF_8)) {
+                if (line.isBlank() || line.startsWith("#")) continue;
+                String[] f = line.split("\\|", -1);
+                TestInputTopic<String, String> in = inputs.computeIfAbsent(f[0],
+                    t -> d.createInputTopic(t, Serdes.String().serializer(), Serdes.String().serializer()));
+                in.pipeInput(f[1], f[2].equals("<null>") ? null : f[2], Long.parseLong(f[3]));
+            }
+            for (Map.Entry<String, TestOutputTopic<String, ?>> e : outputs.entrySet()) {
+                for (TestRecord<String, ?> r : e.getValue().readRecordsToList()) {
+                    out.append(e.getKey()).append('|').append(r.key()).append('|')
+                        .append(r.value() == null ? "<null>" : r.value().toString()).append('|')
+                        .append(r.timestamp()).append('\n');
+                }
+            }
+        }
+        Files.writeString(dir.resolve(name + ".out"), out.toString(), StandardCharsets.UTF_8);
+        System.out.println("parity: wrote " + name + ".out");
+    }
+}
