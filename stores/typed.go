@@ -207,16 +207,18 @@ func (s *kvStore[K, V]) PutIfAbsent(k K, v V) (V, bool, error) {
 	return old, false, s.Put(k, v)
 }
 
+// Delete writes a deletion even when the key is absent, as Kafka Streams
+// does: the changelog and a cached table's downstream see the tombstone.
 func (s *kvStore[K, V]) Delete(k K) (V, bool, error) {
 	old, ok, err := s.Get(k)
-	if err != nil || !ok {
+	if err != nil {
 		return old, ok, err
 	}
 	kb, err := s.key(k)
 	if err != nil {
 		return old, ok, err
 	}
-	return old, true, s.under.Delete(kb)
+	return old, ok, s.under.Delete(kb)
 }
 
 func (s *kvStore[K, V]) iter(lower, upper []byte, reverse bool) *Iterator[K, V] {

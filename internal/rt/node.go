@@ -278,6 +278,7 @@ type SinkNode[K, V any] struct {
 	ks       serde.Serde[K]
 	vs       serde.Serde[V]
 	internal bool
+	out      OutRecord // reused: collectors do not keep records
 }
 
 // NewSinkNode builds a sink to a fixed topic (resolved if internal) or to
@@ -318,7 +319,8 @@ func (s *SinkNode[K, V]) Process(rec processor.Record[K, V]) {
 			vb = []byte{} // a value that serializes to nothing is not a tombstone
 		}
 	}
-	s.T.Send(&OutRecord{Topic: topic, Partition: -1, Key: kb, Value: vb, Timestamp: rec.Timestamp, Headers: rec.Headers})
+	s.out = OutRecord{Topic: topic, Partition: -1, Key: kb, Value: vb, Timestamp: rec.Timestamp, Headers: rec.Headers}
+	s.T.Send(&s.out)
 }
 
 // Store returns the task's store name as T.

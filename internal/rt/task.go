@@ -473,10 +473,12 @@ type changelogWriter struct {
 	t     *Task
 	topic string
 	store string
+	out   OutRecord // reused: collectors do not keep records
 }
 
 func (c *changelogWriter) Log(key, value []byte, ts int64) {
-	c.t.Send(&OutRecord{Topic: c.topic, Partition: c.t.id.Partition, Key: key, Value: value, Timestamp: ts, Store: c.store})
+	c.out = OutRecord{Topic: c.topic, Partition: c.t.id.Partition, Key: key, Value: value, Timestamp: ts, Store: c.store}
+	c.t.Send(&c.out)
 }
 
 // schedule is one punctuator.
