@@ -14,7 +14,7 @@ type point struct{ X, Y int }
 
 type nop[K, V any] struct{}
 
-func (nop[K, V]) Init(processor.Context[K, V]) error  { return nil }
+func (nop[K, V]) Init(processor.Context[K, V]) error   { return nil }
 func (nop[K, V]) Process(processor.Record[K, V]) error { return nil }
 func (nop[K, V]) Close() error                         { return nil }
 

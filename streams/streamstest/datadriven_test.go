@@ -226,4 +226,3 @@ func (c *counter) Process(r processor.Record[string, string]) error {
 }
 
 func (c *counter) Close() error { return nil }
-
