@@ -1,0 +1,70 @@
+// Package engine runs a compiled topology on Kafka: stream threads, each a
+// consumer-group member with its own producer, tasks and record buffers;
+// commits (transactional under exactly-once); changelog restore.
+package engine
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/rt"
+	"github.com/eddy-go/eddy/stores"
+)
+
+// Config is what the streams package gives the engine, defaults applied.
+type Config struct {
+	AppID       string
+	ProcessID   string
+	Program     *rt.Program
+	ExactlyOnce bool
+	// CommitInterval is how often a thread commits.
+	CommitInterval time.Duration
+	// MaxTaskIdle is how long a task with an empty input partition waits
+	// for it before processing the others.
+	MaxTaskIdle time.Duration
+	// CacheBytes is each thread's record cache.
+	CacheBytes int64
+	// MaxBufferedRecords per partition; the partition pauses when full.
+	MaxBufferedRecords int
+	// InstanceID, when set, makes each thread a static member
+	// ("<InstanceID>-<thread>").
+	InstanceID string
+	// Base client configs, pass-through settings merged in.
+	Consumer, Producer, Restore kclient.Config
+	Admin                       kclient.Admin
+	Log                         *zap.Logger
+	Pebble                      stores.Backend
+	Memory                      stores.Backend
+	// Partitions of every topic the program reads, internal ones by full
+	// name.
+	Partitions map[string]int32
+	// Topics the threads subscribe to (resolved names).
+	Subscription []string
+	// Handlers for failed records.
+	Handlers rt.Handlers
+	// WallClock returns the time in milliseconds (time.Now by default).
+	WallClock func() int64
+	// OnState reports thread state changes.
+	OnState func(thread int, s ThreadState)
+	// NewConsumer and NewProducer make clients (tests may replace them).
+	NewConsumer func(kclient.Config) (kclient.Consumer, error)
+	NewProducer func(kclient.Config) (kclient.Producer, error)
+}
+
+// ThreadState is a stream thread's lifecycle state.
+type ThreadState int
+
+// The thread states.
+const (
+	ThreadStarting ThreadState = iota
+	ThreadRebalancing
+	ThreadRunning
+	ThreadStopped
+	ThreadFailed
+)
+
+func (s ThreadState) String() string {
+	return [...]string{"starting", "rebalancing", "running", "stopped", "failed"}[s]
+}

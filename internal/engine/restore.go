@@ -1,0 +1,243 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/rt"
+	"github.com/eddy-go/eddy/stores"
+)
+
+// ThreadStats are a thread's counters, readable from any goroutine.
+type ThreadStats struct {
+	Consumed, Produced      atomic.Int64
+	Commits, CommitNanos    atomic.Int64
+	Aborts, Rebalances      atomic.Int64
+	RestoredRecords         atomic.Int64
+	RestoreRemaining        atomic.Int64
+	RestoringChangelogParts atomic.Int64
+}
+
+// restoreTarget is one changelog partition being read into a store.
+type restoreTarget struct {
+	task        *task
+	store       string
+	timestamped bool
+	backend     stores.Backend
+	from, end   int64
+	last        int64 // offset of the last record read, -1 none
+	pending     []stores.ChangelogRecord
+	restored    int64
+}
+
+const restoreBatch = 10_000
+
+// startRestore decides, for every logged store of the new tasks, what to
+// read from its changelog: from the offset the store holds to the
+// changelog's end (its last stable offset). A store whose offset is outside
+// the changelog (the topic was truncated or recreated) is wiped and read in
+// full. Tasks with something to read keep their input partitions paused
+// until done.
+func (th *Thread) startRestore(ctx context.Context) error {
+	type want struct {
+		tk          *task
+		store       string
+		timestamped bool
+	}
+	wants := map[kclient.TP]want{}
+	var tps []kclient.TP
+	for _, tk := range th.order {
+		st := th.cfg.Program.Subtopologies[tk.id.Subtopology]
+		for _, s := range st.Stores {
+			spec := s.Builder.Spec()
+			if !spec.Logged {
+				continue
+			}
+			tp := kclient.TP{Topic: rt.ChangelogTopic(th.cfg.AppID, spec.Name), Partition: tk.id.Partition}
+			wants[tp] = want{tk, spec.Name, spec.Timestamped}
+			tps = append(tps, tp)
+		}
+	}
+	if len(tps) == 0 {
+		return nil
+	}
+	start, end, err := th.cfg.Admin.Offsets(ctx, tps, true)
+	if err != nil {
+		return fmt.Errorf("reading changelog offsets: %w", err)
+	}
+	var paused []kclient.TP
+	for tp, w := range wants {
+		b := th.backend(w.store)
+		task := w.tk.id.String()
+		stored, ok, err := stores.StoredOffset(b, task, w.store)
+		if err != nil {
+			return err
+		}
+		lo, hi := start[tp], end[tp]
+		from := stored
+		switch {
+		case ok && stored == hi:
+			continue // up to date: a clean shutdown or hand-over
+		case !ok || stored < lo || stored > hi:
+			if ok {
+				th.log.Warn("store offset outside its changelog; wiping and restoring in full",
+					zap.String("task", task), zap.String("store", w.store), zap.Int64("stored", stored),
+					zap.Int64("changelog_start", lo), zap.Int64("changelog_end", hi))
+			}
+			if err := stores.DropStore(b, task, w.store); err != nil {
+				return err
+			}
+			from = lo
+			if hi == lo {
+				// An empty changelog: remember where it ends.
+				if err := stores.Restore(b, task, w.store, w.timestamped, nil, hi); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		th.restoring[tp] = &restoreTarget{task: w.tk, store: w.store, timestamped: w.timestamped, backend: b, from: from, end: hi, last: -1}
+		w.tk.restoring++
+		th.Stats.RestoreRemaining.Add(hi - from)
+		th.Stats.RestoringChangelogParts.Add(1)
+		th.log.Info("restoring store", zap.String("task", task), zap.String("store", w.store),
+			zap.Int64("from", from), zap.Int64("to", hi), zap.Int64("records", hi-from))
+	}
+	for _, tk := range th.order {
+		if tk.restoring > 0 {
+			for _, p := range tk.parts {
+				paused = append(paused, p.tp)
+				p.paused = true
+			}
+		}
+	}
+	if len(paused) > 0 {
+		if err := th.consumer.Pause(paused); err != nil {
+			return err
+		}
+	}
+	th.restoreAssign = false
+	return nil
+}
+
+// restoreStep reads changelog records for up to 200ms, applying them in
+// batches; a changelog partition is done when the reader's position reaches
+// its end — by offset, since transaction markers and aborted records take
+// offsets but are never returned.
+func (th *Thread) restoreStep() error {
+	if th.restorer == nil {
+		c, err := th.cfg.NewConsumer(cloneCfg(th.cfg.Restore))
+		if err != nil {
+			return fmt.Errorf("creating restore consumer: %w", err)
+		}
+		th.restorer = c
+	}
+	if !th.restoreAssign {
+		offsets := map[kclient.TP]int64{}
+		for tp, t := range th.restoring {
+			offsets[tp] = t.from
+		}
+		if err := th.restorer.Assign(offsets); err != nil {
+			return fmt.Errorf("assigning changelogs to the restore consumer: %w", err)
+		}
+		th.restoreAssign = true
+	}
+	deadline := time.Now().Add(200 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		r, err := th.restorer.Poll(20 * time.Millisecond)
+		if err != nil {
+			return fmt.Errorf("restoring: %w", err)
+		}
+		if r == nil {
+			break
+		}
+		tp := kclient.TP{Topic: r.Topic, Partition: r.Partition}
+		t := th.restoring[tp]
+		if t == nil || r.Offset >= t.end {
+			continue
+		}
+		t.pending = append(t.pending, stores.ChangelogRecord{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp})
+		t.last = r.Offset
+		if len(t.pending) >= restoreBatch {
+			if err := th.applyRestore(t, t.last+1); err != nil {
+				return err
+			}
+		}
+	}
+	tps := make([]kclient.TP, 0, len(th.restoring))
+	for tp := range th.restoring {
+		tps = append(tps, tp)
+	}
+	pos, err := th.restorer.Position(tps)
+	if err != nil {
+		return fmt.Errorf("restore positions: %w", err)
+	}
+	var resume []kclient.TP
+	for tp, t := range th.restoring {
+		if pos[tp] < t.end {
+			continue
+		}
+		if err := th.applyRestore(t, t.end); err != nil {
+			return err
+		}
+		delete(th.restoring, tp)
+		th.Stats.RestoringChangelogParts.Add(-1)
+		t.task.restoring--
+		th.log.Info("store restored", zap.String("task", t.task.id.String()), zap.String("store", t.store),
+			zap.Int64("records", t.restored))
+		if t.task.restoring == 0 {
+			for _, p := range t.task.parts {
+				resume = append(resume, p.tp)
+				p.paused = false
+			}
+		}
+	}
+	if time.Since(th.restoreLogTime) > 5*time.Second && len(th.restoring) > 0 {
+		th.restoreLogTime = time.Now()
+		th.log.Info("restoring", zap.Int("changelog_partitions", len(th.restoring)),
+			zap.Int64("remaining_records", th.Stats.RestoreRemaining.Load()))
+	}
+	if len(resume) > 0 {
+		if err := th.consumer.Resume(resume); err != nil {
+			return err
+		}
+	}
+	if len(th.restoring) == 0 {
+		th.clearRestore()
+		th.setState(ThreadRunning)
+	}
+	return nil
+}
+
+// applyRestore writes a target's pending records and its next offset in
+// one atomic write.
+func (th *Thread) applyRestore(t *restoreTarget, next int64) error {
+	if err := stores.Restore(t.backend, t.task.id.String(), t.store, t.timestamped, t.pending, next); err != nil {
+		return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.task.id, err)
+	}
+	n := int64(len(t.pending))
+	t.restored += n
+	th.Stats.RestoredRecords.Add(n)
+	th.Stats.RestoreRemaining.Add(-(next - t.from))
+	t.from = next
+	t.pending = t.pending[:0]
+	return nil
+}
+
+func (th *Thread) clearRestore() {
+	for range th.restoring {
+		th.Stats.RestoringChangelogParts.Add(-1)
+	}
+	th.restoring = map[kclient.TP]*restoreTarget{}
+	th.Stats.RestoreRemaining.Store(0)
+	if th.restorer != nil {
+		th.restorer.Close()
+		th.restorer = nil
+	}
+	th.restoreAssign = false
+}

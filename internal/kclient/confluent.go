@@ -1,0 +1,454 @@
+package kclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/eddy-go/eddy/internal/rt"
+	"github.com/eddy-go/eddy/processor"
+)
+
+// Config is a librdkafka property map.
+type Config map[string]any
+
+func (c Config) cm() *kafka.ConfigMap {
+	m := kafka.ConfigMap{}
+	for k, v := range c {
+		m[k] = v
+	}
+	return &m
+}
+
+func ktp(tp TP) kafka.TopicPartition {
+	t := tp.Topic
+	return kafka.TopicPartition{Topic: &t, Partition: tp.Partition}
+}
+
+func fromKTP(k kafka.TopicPartition) TP {
+	tp := TP{Partition: k.Partition}
+	if k.Topic != nil {
+		tp.Topic = *k.Topic
+	}
+	return tp
+}
+
+func ktps(tps []TP) []kafka.TopicPartition {
+	out := make([]kafka.TopicPartition, len(tps))
+	for i, tp := range tps {
+		out[i] = ktp(tp)
+	}
+	return out
+}
+
+type consumer struct {
+	c *kafka.Consumer
+}
+
+// NewConsumer returns a librdkafka consumer.
+func NewConsumer(cfg Config) (Consumer, error) {
+	c, err := kafka.NewConsumer(cfg.cm())
+	if err != nil {
+		return nil, err
+	}
+	return &consumer{c: c}, nil
+}
+
+func (c *consumer) Subscribe(topics []string, onRebalance func(Rebalance) error) error {
+	return c.c.SubscribeTopics(topics, func(kc *kafka.Consumer, ev kafka.Event) error {
+		switch e := ev.(type) {
+		case kafka.AssignedPartitions:
+			tps := make([]TP, len(e.Partitions))
+			for i, p := range e.Partitions {
+				tps[i] = fromKTP(p)
+			}
+			if err := kc.Assign(e.Partitions); err != nil {
+				return err
+			}
+			return onRebalance(Rebalance{Assigned: tps})
+		case kafka.RevokedPartitions:
+			tps := make([]TP, len(e.Partitions))
+			for i, p := range e.Partitions {
+				tps[i] = fromKTP(p)
+			}
+			err := onRebalance(Rebalance{Revoked: tps, Lost: kc.AssignmentLost()})
+			if uerr := kc.Unassign(); err == nil {
+				err = uerr
+			}
+			return err
+		}
+		return nil
+	})
+}
+
+func (c *consumer) Poll(timeout time.Duration) (*rt.RawRecord, error) {
+	ev := c.c.Poll(int(timeout.Milliseconds()))
+	switch e := ev.(type) {
+	case *kafka.Message:
+		if e.TopicPartition.Error != nil {
+			return nil, e.TopicPartition.Error
+		}
+		r := &rt.RawRecord{
+			Topic: *e.TopicPartition.Topic, Partition: e.TopicPartition.Partition, Offset: int64(e.TopicPartition.Offset),
+			Key: e.Key, Value: e.Value, Timestamp: -1,
+		}
+		if e.TimestampType != kafka.TimestampNotAvailable {
+			r.Timestamp = e.Timestamp.UnixMilli()
+		}
+		if len(e.Headers) > 0 {
+			r.Headers = make(processor.Headers, len(e.Headers))
+			for i, h := range e.Headers {
+				r.Headers[i] = processor.Header{Key: h.Key, Value: h.Value}
+			}
+		}
+		return r, nil
+	case kafka.Error:
+		if e.IsFatal() {
+			return nil, fmt.Errorf("%w: %v", ErrFatal, e)
+		}
+		return nil, nil // transient client errors: librdkafka retries on its own
+	}
+	return nil, nil
+}
+
+func (c *consumer) Assign(offsets map[TP]int64) error {
+	tps := make([]kafka.TopicPartition, 0, len(offsets))
+	for tp, off := range offsets {
+		k := ktp(tp)
+		k.Offset = kafka.OffsetStored
+		if off >= 0 {
+			k.Offset = kafka.Offset(off)
+		}
+		tps = append(tps, k)
+	}
+	return c.c.Assign(tps)
+}
+
+func (c *consumer) Pause(tps []TP) error  { return c.c.Pause(ktps(tps)) }
+func (c *consumer) Resume(tps []TP) error { return c.c.Resume(ktps(tps)) }
+
+func (c *consumer) Seek(tp TP, offset int64) error {
+	k := ktp(tp)
+	k.Offset = kafka.Offset(offset)
+	_, err := c.c.SeekPartitions([]kafka.TopicPartition{k})
+	return err
+}
+
+func (c *consumer) Committed(ctx context.Context, tps []TP) (map[TP]int64, error) {
+	timeout := 30 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	res, err := c.c.Committed(ktps(tps), int(timeout.Milliseconds()))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[TP]int64, len(res))
+	for _, k := range res {
+		if k.Error != nil {
+			return nil, k.Error
+		}
+		off := int64(k.Offset)
+		if k.Offset < 0 {
+			off = -1
+		}
+		out[fromKTP(k)] = off
+	}
+	return out, nil
+}
+
+func (c *consumer) Position(tps []TP) (map[TP]int64, error) {
+	res, err := c.c.Position(ktps(tps))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[TP]int64, len(res))
+	for _, k := range res {
+		out[fromKTP(k)] = int64(k.Offset)
+	}
+	return out, nil
+}
+
+func (c *consumer) Commit(offsets map[TP]int64) error {
+	if len(offsets) == 0 {
+		return nil
+	}
+	tps := make([]kafka.TopicPartition, 0, len(offsets))
+	for tp, off := range offsets {
+		k := ktp(tp)
+		k.Offset = kafka.Offset(off)
+		tps = append(tps, k)
+	}
+	res, err := c.c.CommitOffsets(tps)
+	if err != nil {
+		return err
+	}
+	for _, k := range res {
+		if k.Error != nil {
+			return k.Error
+		}
+	}
+	return nil
+}
+
+func (c *consumer) GroupMetadata() (any, error) { return c.c.GetConsumerGroupMetadata() }
+
+func (c *consumer) Close() error { return c.c.Close() }
+
+type producer struct {
+	p    *kafka.Producer
+	done chan struct{}
+
+	mu sync.Mutex
+	// guarded by mu
+	delivered map[TP]int64
+	err       error
+}
+
+// NewProducer returns a librdkafka producer; a goroutine drains its
+// delivery reports into Delivered.
+func NewProducer(cfg Config) (Producer, error) {
+	cfg = maps.Clone(cfg)
+	cfg["go.delivery.reports"] = true
+	cfg["go.delivery.report.fields"] = "none"
+	p, err := kafka.NewProducer(cfg.cm())
+	if err != nil {
+		return nil, err
+	}
+	pr := &producer{p: p, done: make(chan struct{}), delivered: map[TP]int64{}}
+	go pr.drain()
+	return pr, nil
+}
+
+func (p *producer) drain() {
+	defer close(p.done)
+	for ev := range p.p.Events() {
+		m, ok := ev.(*kafka.Message)
+		if !ok {
+			if e, ok := ev.(kafka.Error); ok && e.IsFatal() {
+				p.mu.Lock()
+				if p.err == nil {
+					p.err = fmt.Errorf("%w: %v", ErrFatal, e)
+				}
+				p.mu.Unlock()
+			}
+			continue
+		}
+		tp := fromKTP(m.TopicPartition)
+		p.mu.Lock()
+		switch cur, seen := p.delivered[tp]; {
+		case m.TopicPartition.Error != nil:
+			if p.err == nil {
+				p.err = fmt.Errorf("delivery to %s failed: %w", tp, m.TopicPartition.Error)
+			}
+		case !seen || int64(m.TopicPartition.Offset) > cur:
+			p.delivered[tp] = int64(m.TopicPartition.Offset)
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *producer) Produce(rec *rt.OutRecord) error {
+	topic := rec.Topic
+	msg := &kafka.Message{
+		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+		Key:            rec.Key,
+		Value:          rec.Value,
+	}
+	if rec.Partition >= 0 {
+		msg.TopicPartition.Partition = rec.Partition
+	}
+	if rec.Timestamp >= 0 {
+		msg.Timestamp = time.UnixMilli(rec.Timestamp)
+	}
+	if len(rec.Headers) > 0 {
+		msg.Headers = make([]kafka.Header, len(rec.Headers))
+		for i, h := range rec.Headers {
+			msg.Headers[i] = kafka.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	for {
+		err := p.p.Produce(msg, nil)
+		var kerr kafka.Error
+		if errors.As(err, &kerr) && kerr.Code() == kafka.ErrQueueFull {
+			p.p.Flush(10) // wait for room in librdkafka's queue
+			continue
+		}
+		return err
+	}
+}
+
+func (p *producer) Flush(ctx context.Context) error {
+	for p.p.Flush(100) > 0 {
+		if ctx.Err() != nil {
+			return fmt.Errorf("flushing producer: %w", ctx.Err())
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+func (p *producer) Delivered() (map[TP]int64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.delivered
+	p.delivered = map[TP]int64{}
+	err := p.err
+	p.err = nil
+	return out, err
+}
+
+func txnErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var kerr kafka.Error
+	if errors.As(err, &kerr) {
+		return &TxnError{Op: op, Abortable: kerr.TxnRequiresAbort(), Fatal: kerr.IsFatal(), Err: err}
+	}
+	return &TxnError{Op: op, Err: err}
+}
+
+func (p *producer) InitTransactions(ctx context.Context) error {
+	return txnErr("InitTransactions", p.p.InitTransactions(ctx))
+}
+
+func (p *producer) BeginTransaction() error { return txnErr("BeginTransaction", p.p.BeginTransaction()) }
+
+func (p *producer) SendOffsets(ctx context.Context, offsets map[TP]int64, gm any) error {
+	meta, ok := gm.(*kafka.ConsumerGroupMetadata)
+	if !ok {
+		return &TxnError{Op: "SendOffsetsToTransaction", Err: fmt.Errorf("group metadata is %T", gm)}
+	}
+	tps := make([]kafka.TopicPartition, 0, len(offsets))
+	for tp, off := range offsets {
+		k := ktp(tp)
+		k.Offset = kafka.Offset(off)
+		tps = append(tps, k)
+	}
+	return txnErr("SendOffsetsToTransaction", p.p.SendOffsetsToTransaction(ctx, tps, meta))
+}
+
+func (p *producer) CommitTransaction(ctx context.Context) error {
+	return txnErr("CommitTransaction", p.p.CommitTransaction(ctx))
+}
+
+func (p *producer) AbortTransaction(ctx context.Context) error {
+	return txnErr("AbortTransaction", p.p.AbortTransaction(ctx))
+}
+
+func (p *producer) Close() {
+	p.p.Close()
+	<-p.done
+}
+
+type admin struct {
+	a *kafka.AdminClient
+}
+
+// NewAdmin returns a librdkafka admin client.
+func NewAdmin(cfg Config) (Admin, error) {
+	a, err := kafka.NewAdminClient(cfg.cm())
+	if err != nil {
+		return nil, err
+	}
+	return &admin{a: a}, nil
+}
+
+func (a *admin) Partitions(ctx context.Context, topics []string) (map[string]int32, error) {
+	md, err := a.a.GetMetadata(nil, true, deadlineMs(ctx))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int32{}
+	for _, t := range topics {
+		if tm, ok := md.Topics[t]; ok && tm.Error.Code() == kafka.ErrNoError && len(tm.Partitions) > 0 {
+			out[t] = int32(len(tm.Partitions))
+		}
+	}
+	return out, nil
+}
+
+func deadlineMs(ctx context.Context) int {
+	if dl, ok := ctx.Deadline(); ok {
+		return int(max(time.Until(dl).Milliseconds(), 1))
+	}
+	return 30_000
+}
+
+func (a *admin) CreateTopics(ctx context.Context, specs []TopicSpec) error {
+	if len(specs) == 0 {
+		return nil
+	}
+	ks := make([]kafka.TopicSpecification, len(specs))
+	for i, s := range specs {
+		ks[i] = kafka.TopicSpecification{Topic: s.Name, NumPartitions: int(s.Partitions), ReplicationFactor: int(s.ReplicationFactor), Config: s.Config}
+	}
+	res, err := a.a.CreateTopics(ctx, ks, kafka.SetAdminOperationTimeout(30*time.Second))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range res {
+		if c := r.Error.Code(); c != kafka.ErrNoError && c != kafka.ErrTopicAlreadyExists {
+			errs = append(errs, fmt.Errorf("creating topic %s: %v", r.Topic, r.Error))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (a *admin) Offsets(ctx context.Context, tps []TP, readCommitted bool) (map[TP]int64, map[TP]int64, error) {
+	if len(tps) == 0 {
+		return map[TP]int64{}, map[TP]int64{}, nil
+	}
+	iso := kafka.IsolationLevelReadUncommitted
+	if readCommitted {
+		iso = kafka.IsolationLevelReadCommitted
+	}
+	list := func(spec kafka.OffsetSpec) (map[TP]int64, error) {
+		req := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(tps))
+		for _, tp := range tps {
+			req[ktp(tp)] = spec
+		}
+		res, err := a.a.ListOffsets(ctx, req, kafka.SetAdminIsolationLevel(iso))
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[TP]int64, len(res.ResultInfos))
+		for k, info := range res.ResultInfos {
+			if info.Error.Code() != kafka.ErrNoError {
+				return nil, fmt.Errorf("listing offsets of %s: %v", fromKTP(k), info.Error)
+			}
+			out[fromKTP(k)] = int64(info.Offset)
+		}
+		return out, nil
+	}
+	start, err := list(kafka.EarliestOffsetSpec)
+	if err != nil {
+		return nil, nil, err
+	}
+	end, err := list(kafka.LatestOffsetSpec)
+	return start, end, err
+}
+
+func (a *admin) DeleteRecords(ctx context.Context, before map[TP]int64) error {
+	if len(before) == 0 {
+		return nil
+	}
+	tps := make([]kafka.TopicPartition, 0, len(before))
+	for tp, off := range before {
+		k := ktp(tp)
+		k.Offset = kafka.Offset(off)
+		tps = append(tps, k)
+	}
+	_, err := a.a.DeleteRecords(ctx, tps)
+	return err
+}
+
+func (a *admin) Close() { a.a.Close() }

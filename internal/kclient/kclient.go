@@ -1,0 +1,120 @@
+// Package kclient is eddy's seam to a Kafka client: the small consumer,
+// producer and admin interfaces the runtime needs, and their
+// confluent-kafka-go (librdkafka) implementation. No client type crosses
+// this package's API.
+package kclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/eddy-go/eddy/internal/rt"
+)
+
+// TP is a topic partition.
+type TP struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TP) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// Rebalance is a group assignment change, delivered inside Consumer.Poll.
+type Rebalance struct {
+	Assigned []TP // partitions given to this member (eager: the whole new assignment)
+	Revoked  []TP // partitions taken away (eager: everything)
+	// Lost: the partitions were taken without a clean hand-over (session
+	// timeout, fencing); nothing may be committed for them.
+	Lost bool
+}
+
+// Consumer is a group member (or, with no group, an assign-only reader).
+type Consumer interface {
+	// Subscribe joins the group on topics; onRebalance runs inside Poll.
+	Subscribe(topics []string, onRebalance func(Rebalance) error) error
+	// Poll returns the next record, or nil when none arrived within timeout.
+	Poll(timeout time.Duration) (*rt.RawRecord, error)
+	// Assign sets the partitions to read, from the given offsets (-1: the
+	// committed offset).
+	Assign(offsets map[TP]int64) error
+	Pause(tps []TP) error
+	Resume(tps []TP) error
+	Seek(tp TP, offset int64) error
+	// Committed returns the group's committed offsets; under read_committed
+	// it waits for pending transactional commits (KIP-447).
+	Committed(ctx context.Context, tps []TP) (map[TP]int64, error)
+	// Position returns the next offsets to read.
+	Position(tps []TP) (map[TP]int64, error)
+	// Commit commits offsets synchronously (at-least-once).
+	Commit(offsets map[TP]int64) error
+	// GroupMetadata is the opaque group state SendOffsets needs.
+	GroupMetadata() (any, error)
+	Close() error
+}
+
+// Producer writes records; transactional when built with a transactional id.
+type Producer interface {
+	// Produce enqueues rec; it does not keep rec or its slices.
+	Produce(rec *rt.OutRecord) error
+	// Flush waits until every enqueued record is acknowledged.
+	Flush(ctx context.Context) error
+	// Delivered returns, and forgets, the highest acknowledged offset of each
+	// partition written since the last call, and the first delivery error.
+	Delivered() (map[TP]int64, error)
+	InitTransactions(ctx context.Context) error
+	BeginTransaction() error
+	SendOffsets(ctx context.Context, offsets map[TP]int64, groupMetadata any) error
+	CommitTransaction(ctx context.Context) error
+	AbortTransaction(ctx context.Context) error
+	Close()
+}
+
+// TopicSpec describes a topic to create.
+type TopicSpec struct {
+	Name              string
+	Partitions        int32
+	ReplicationFactor int16 // -1: the broker's default
+	Config            map[string]string
+}
+
+// Admin manages topics and offsets.
+type Admin interface {
+	// Partitions returns the partition count of each topic that exists.
+	Partitions(ctx context.Context, topics []string) (map[string]int32, error)
+	// CreateTopics creates topics; existing ones are not an error.
+	CreateTopics(ctx context.Context, specs []TopicSpec) error
+	// Offsets returns each partition's earliest offset and its end (the
+	// last stable offset when readCommitted).
+	Offsets(ctx context.Context, tps []TP, readCommitted bool) (start, end map[TP]int64, err error)
+	// DeleteRecords deletes records below the given offsets.
+	DeleteRecords(ctx context.Context, before map[TP]int64) error
+	Close()
+}
+
+// TxnError classifies a transaction failure.
+type TxnError struct {
+	Op string
+	// Abortable: abort the transaction and go on.
+	Abortable bool
+	// Fatal: the producer is unusable (fenced); make a new one.
+	Fatal bool
+	Err   error
+}
+
+func (e *TxnError) Error() string {
+	kind := "error"
+	switch {
+	case e.Fatal:
+		kind = "fatal error"
+	case e.Abortable:
+		kind = "abortable error"
+	}
+	return fmt.Sprintf("kafka: %s in %s: %v", kind, e.Op, e.Err)
+}
+
+func (e *TxnError) Unwrap() error { return e.Err }
+
+// ErrFatal is wrapped by errors that make a client unusable.
+var ErrFatal = errors.New("kafka: fatal client error")

@@ -1,0 +1,196 @@
+package streams
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Guarantee is the processing guarantee.
+type Guarantee int
+
+const (
+	// AtLeastOnce: after a failure, records may be processed again, so
+	// results may count them twice; nothing is lost.
+	AtLeastOnce Guarantee = iota
+	// ExactlyOnce: Kafka transactions make every record's effects — output,
+	// state, consumed offset — happen once, even across crashes (EOS v2,
+	// KIP-447).
+	ExactlyOnce
+)
+
+func (g Guarantee) String() string {
+	if g == ExactlyOnce {
+		return "exactly_once"
+	}
+	return "at_least_once"
+}
+
+// ParseGuarantee parses "exactly_once" or "at_least_once".
+func ParseGuarantee(s string) (Guarantee, error) {
+	switch strings.ToLower(strings.ReplaceAll(s, "-", "_")) {
+	case "exactly_once", "exactly_once_v2", "eos":
+		return ExactlyOnce, nil
+	case "at_least_once", "alos":
+		return AtLeastOnce, nil
+	}
+	return 0, fmt.Errorf("streams: unknown guarantee %q (exactly_once or at_least_once)", s)
+}
+
+// Config configures an App. Zero fields take the defaults written on them;
+// New fills them in and reports every invalid setting at once.
+type Config struct {
+	// ApplicationID names the consumer group, the prefix of internal topics
+	// and the state directory. Required; letters, digits, '.', '_', '-'.
+	ApplicationID string
+	// BootstrapServers is the Kafka cluster, "host:port[,host:port…]".
+	// Required.
+	BootstrapServers string
+	// StateDir holds the instance's state store, under
+	// <StateDir>/<ApplicationID>. Default: <os.TempDir()>/eddy-streams.
+	// Two instances on one machine need different StateDirs.
+	StateDir string
+	// Guarantee is AtLeastOnce (default) or ExactlyOnce.
+	Guarantee Guarantee
+	// NumStreamThreads is the number of stream threads. Default 1.
+	NumStreamThreads int
+	// CommitInterval is how often progress is committed. Default 100ms
+	// under ExactlyOnce, 30s under AtLeastOnce, as Kafka Streams.
+	CommitInterval time.Duration
+	// CacheMaxBytes is the record cache of the instance, split between its
+	// threads. Default 10 MiB. Set NoCache to disable caching.
+	CacheMaxBytes int64
+	// NoCache disables the record cache: every update is forwarded and
+	// logged.
+	NoCache bool
+	// ReplicationFactor of the internal topics it creates. Default -1: the
+	// broker's default.replication.factor.
+	ReplicationFactor int16
+	// InstanceID, when set, makes this instance a static group member
+	// (group.instance.id "<InstanceID>-<thread>"): a restart within the
+	// session timeout does not rebalance. It must be unique per instance.
+	InstanceID string
+	// ProcessID identifies this instance in transactional ids
+	// ("<ApplicationID>-<ProcessID>-<thread>"). Default: a random id kept
+	// in the state directory, so a restarted instance fences its previous
+	// incarnation at once.
+	ProcessID string
+	// MaxTaskIdle is how long a task with an empty input partition waits for
+	// it before processing records of its other partitions, for
+	// timestamp-ordered joins and merges. Default 0: do not wait.
+	MaxTaskIdle time.Duration
+	// MaxBufferedRecords is the bound of each partition's buffer; a full
+	// partition is paused until it drains. Default 1000.
+	MaxBufferedRecords int
+	// Logger receives the app's logs. Default: zap.NewNop().
+	Logger *zap.Logger
+	// ClientConfig passes librdkafka properties (security.protocol, sasl.*,
+	// ssl.*, fetch and batching tuning, …) to every client eddy creates.
+	// Properties eddy manages for correctness are refused.
+	ClientConfig map[string]string
+	// StateListener is called on every state change, from the goroutine
+	// that made it.
+	StateListener func(old, new State)
+}
+
+// managed are client properties eddy sets and a user may not override.
+var managed = map[string]bool{
+	"group.id": true, "group.instance.id": true, "transactional.id": true,
+	"enable.auto.commit": true, "enable.auto.offset.store": true, "isolation.level": true,
+	"partition.assignment.strategy": true, "enable.idempotence": true, "bootstrap.servers": true,
+	"go.delivery.reports": true, "go.delivery.report.fields": true, "go.events.channel.enable": true,
+	"go.application.rebalance.enable": true, "enable.partition.eof": true,
+}
+
+var validID = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+// ensureDefaults fills zero fields with defaults.
+func (c *Config) ensureDefaults() {
+	if c.StateDir == "" {
+		c.StateDir = filepath.Join(os.TempDir(), "eddy-streams")
+	}
+	if c.NumStreamThreads == 0 {
+		c.NumStreamThreads = 1
+	}
+	if c.CommitInterval == 0 {
+		c.CommitInterval = 30 * time.Second
+		if c.Guarantee == ExactlyOnce {
+			c.CommitInterval = 100 * time.Millisecond
+		}
+	}
+	if c.CacheMaxBytes == 0 && !c.NoCache {
+		c.CacheMaxBytes = 10 << 20
+	}
+	if c.NoCache {
+		c.CacheMaxBytes = 0
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = -1
+	}
+	if c.MaxBufferedRecords == 0 {
+		c.MaxBufferedRecords = 1000
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+}
+
+// validate returns every problem of c in one error.
+func (c *Config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("streams: "+format, args...)) }
+	switch {
+	case c.ApplicationID == "":
+		bad("ApplicationID is required")
+	case !validID.MatchString(c.ApplicationID) || len(c.ApplicationID) > 200:
+		bad("ApplicationID %q may hold only letters, digits, '.', '_' and '-' (at most 200)", c.ApplicationID)
+	}
+	if strings.TrimSpace(c.BootstrapServers) == "" {
+		bad("BootstrapServers is required")
+	}
+	if c.Guarantee != AtLeastOnce && c.Guarantee != ExactlyOnce {
+		bad("Guarantee %d is neither AtLeastOnce nor ExactlyOnce", c.Guarantee)
+	}
+	if c.NumStreamThreads < 1 {
+		bad("NumStreamThreads must be at least 1, got %d", c.NumStreamThreads)
+	}
+	if c.CommitInterval < 0 {
+		bad("CommitInterval must be positive, got %v", c.CommitInterval)
+	}
+	if c.CacheMaxBytes < 0 {
+		bad("CacheMaxBytes must not be negative, got %d", c.CacheMaxBytes)
+	}
+	if c.ReplicationFactor < -1 || c.ReplicationFactor == 0 {
+		bad("ReplicationFactor must be -1 (broker default) or at least 1, got %d", c.ReplicationFactor)
+	}
+	if c.MaxTaskIdle < 0 {
+		bad("MaxTaskIdle must not be negative, got %v", c.MaxTaskIdle)
+	}
+	if c.MaxBufferedRecords < 1 {
+		bad("MaxBufferedRecords must be at least 1, got %d", c.MaxBufferedRecords)
+	}
+	if c.InstanceID != "" && !validID.MatchString(c.InstanceID) {
+		bad("InstanceID %q may hold only letters, digits, '.', '_' and '-'", c.InstanceID)
+	}
+	if c.ProcessID != "" && !validID.MatchString(c.ProcessID) {
+		bad("ProcessID %q may hold only letters, digits, '.', '_' and '-'", c.ProcessID)
+	}
+	var refused []string
+	for k := range c.ClientConfig {
+		if managed[k] {
+			refused = append(refused, k)
+		}
+	}
+	if len(refused) > 0 {
+		sort.Strings(refused)
+		bad("ClientConfig may not set %s: eddy manages them", strings.Join(refused, ", "))
+	}
+	return errors.Join(errs...)
+}
