@@ -319,7 +319,9 @@ func (p *producer) InitTransactions(ctx context.Context) error {
 	return txnErr("InitTransactions", p.p.InitTransactions(ctx))
 }
 
-func (p *producer) BeginTransaction() error { return txnErr("BeginTransaction", p.p.BeginTransaction()) }
+func (p *producer) BeginTransaction() error {
+	return txnErr("BeginTransaction", p.p.BeginTransaction())
+}
 
 func (p *producer) SendOffsets(ctx context.Context, offsets map[TP]int64, gm any) error {
 	meta, ok := gm.(*kafka.ConsumerGroupMetadata)
