@@ -66,9 +66,9 @@ func (th *Thread) startRestore(ctx context.Context) error {
 	if len(tps) == 0 {
 		return nil
 	}
-	start, end, err := th.cfg.Admin.Offsets(ctx, tps, true)
+	start, end, err := th.stableEnds(ctx, tps)
 	if err != nil {
-		return fmt.Errorf("reading changelog offsets: %w", err)
+		return err
 	}
 	var paused []kclient.TP
 	for tp, w := range wants {
@@ -123,6 +123,47 @@ func (th *Thread) startRestore(ctx context.Context) error {
 	}
 	th.restoreAssign = false
 	return nil
+}
+
+// stableEnds returns the changelogs' start and end offsets once no
+// transaction is pending on them: a previous owner's commit markers can
+// land on a changelog after its offset commit became visible, and a
+// crashed owner's open transaction is aborted only when it times out. Until
+// then the last stable offset would stop short of committed state.
+func (th *Thread) stableEnds(ctx context.Context, tps []kclient.TP) (start, end map[kclient.TP]int64, err error) {
+	waitingSince := time.Now()
+	for {
+		var hwm map[kclient.TP]int64
+		start, end, err = th.cfg.Admin.Offsets(ctx, tps, true)
+		if err == nil {
+			_, hwm, err = th.cfg.Admin.Offsets(ctx, tps, false)
+		}
+		if err == nil {
+			pending := 0
+			for _, tp := range tps {
+				if end[tp] < hwm[tp] {
+					pending++
+				}
+			}
+			if pending == 0 {
+				return start, end, nil
+			}
+			if time.Since(waitingSince) > 2*time.Second {
+				th.log.Info("waiting for transactions on changelogs to complete", zap.Int("partitions", pending))
+				waitingSince = time.Now()
+			}
+		} else {
+			th.log.Info("reading changelog offsets failed; retrying", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return nil, nil, fmt.Errorf("reading changelog end offsets: %w", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // restoreStep reads changelog records for up to 200ms, applying them in

@@ -204,15 +204,24 @@ func (th *Thread) step() error {
 		}
 	}
 	if err := th.process(); err != nil {
-		return err
+		return rejoinIfFatal(err)
 	}
 	if err := th.punctuateWallClock(); err != nil {
-		return err
+		return rejoinIfFatal(err)
 	}
 	if time.Since(th.lastCommit) >= th.cfg.CommitInterval {
 		return th.commit()
 	}
 	return nil
+}
+
+// rejoinIfFatal turns a failure of an unusable client (a fenced producer)
+// into a rejoin with new clients; other errors stay fatal to the app.
+func rejoinIfFatal(err error) error {
+	if err != nil && errors.Is(err, kclient.ErrFatal) && !errors.Is(err, errRejoin) {
+		return fmt.Errorf("%w: %w", errRejoin, err)
+	}
+	return err
 }
 
 func cloneCfg(c kclient.Config) kclient.Config {
@@ -367,6 +376,10 @@ func (th *Thread) beginTxn() error {
 		return nil
 	}
 	if err := th.producer.BeginTransaction(); err != nil {
+		var te *kclient.TxnError
+		if errors.As(err, &te) && te.Fatal {
+			return fmt.Errorf("%w: %v", kclient.ErrFatal, err)
+		}
 		return err
 	}
 	th.txnOpen = true
@@ -389,7 +402,7 @@ func (th *Thread) commit() error {
 			continue
 		}
 		if err := tk.t.Flush(); err != nil {
-			return err
+			return rejoinIfFatal(err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -275,9 +275,14 @@ func (p *producer) Produce(rec *rt.OutRecord) error {
 	for {
 		err := p.p.Produce(msg, nil)
 		var kerr kafka.Error
-		if errors.As(err, &kerr) && kerr.Code() == kafka.ErrQueueFull {
-			p.p.Flush(10) // wait for room in librdkafka's queue
-			continue
+		if errors.As(err, &kerr) {
+			if kerr.Code() == kafka.ErrQueueFull {
+				p.p.Flush(10) // wait for room in librdkafka's queue
+				continue
+			}
+			if kerr.IsFatal() || kerr.Code() == kafka.ErrFatal {
+				return fmt.Errorf("%w: %v", ErrFatal, err)
+			}
 		}
 		return err
 	}

@@ -1,0 +1,74 @@
+// Command wcworker is one instance of the word-count application, run as a
+// separate OS process by the integration tests so they can kill it with
+// SIGKILL. It logs JSON lines to stderr and stops cleanly on SIGTERM.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+	"unicode"
+
+	"go.uber.org/zap"
+
+	"github.com/eddy-go/eddy/serde"
+	"github.com/eddy-go/eddy/streams"
+	"github.com/eddy-go/eddy/topology"
+)
+
+func main() {
+	var (
+		brokers   = flag.String("brokers", "", "bootstrap servers")
+		app       = flag.String("app", "", "application id")
+		input     = flag.String("input", "", "input topic")
+		output    = flag.String("output", "", "output topic")
+		state     = flag.String("state", "", "state directory")
+		guarantee = flag.String("guarantee", "exactly_once", "exactly_once or at_least_once")
+		cache     = flag.Bool("cache", true, "record cache on")
+		processID = flag.String("process-id", "", "process id (transactional ids)")
+		threads   = flag.Int("threads", 1, "stream threads")
+		commit    = flag.Duration("commit", 0, "commit interval (0: default)")
+		session   = flag.Int("session-timeout-ms", 6000, "consumer session timeout")
+	)
+	flag.Parse()
+	log, _ := zap.NewProduction()
+	defer log.Sync()
+	g, err := streams.ParseGuarantee(*guarantee)
+	if err != nil {
+		log.Fatal("bad guarantee", zap.Error(err))
+	}
+	b := topology.NewBuilder()
+	lines := topology.Stream(b, *input, topology.Consumed(serde.String(), serde.String()))
+	words := topology.FlatMapValues(lines, func(l string) []string {
+		return strings.FieldsFunc(strings.ToLower(l), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	})
+	byWord := topology.GroupBy(words, func(_, w string) string { return w }, topology.Grouped(serde.String(), serde.String()))
+	topology.Count(byWord, topology.Materialized[string, int64]("counts").WithCaching(*cache)).ToStream().
+		To(*output, topology.Produced(serde.String(), serde.Int64()))
+	top, err := b.Build()
+	if err != nil {
+		log.Fatal("topology", zap.Error(err))
+	}
+	a, err := streams.New(top, streams.Config{
+		ApplicationID: *app, BootstrapServers: *brokers, StateDir: *state, Guarantee: g,
+		NoCache: !*cache, ProcessID: *processID, NumStreamThreads: *threads, CommitInterval: *commit,
+		Logger:       log,
+		ClientConfig: map[string]string{"session.timeout.ms": fmt.Sprint(*session), "heartbeat.interval.ms": "500"},
+	})
+	if err != nil {
+		log.Fatal("config", zap.Error(err))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	start := time.Now()
+	if err := a.Run(ctx); err != nil {
+		log.Error("run failed", zap.Error(err))
+		os.Exit(1)
+	}
+	log.Info("worker exited cleanly", zap.Duration("ran", time.Since(start)))
+}

@@ -1,0 +1,299 @@
+package integration_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eddy-go/eddy/integration/kafkatest"
+	"github.com/eddy-go/eddy/serde"
+)
+
+// workerBin is the word-count worker (internal/wcworker), built once.
+var workerBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "eddy-integration-")
+	if err != nil {
+		panic(err)
+	}
+	workerBin = filepath.Join(dir, "wcworker")
+	build := exec.Command("go", "build", "-o", workerBin, "./internal/wcworker")
+	build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the worker: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// realBroker returns the broker of a test that proves a guarantee: only a
+// real broker counts (make test always has one; a plain go test run with
+// no broker configured skips these).
+func realBroker(t *testing.T) string {
+	t.Helper()
+	b, kind := kafkatest.BrokerKind(t)
+	if kind == kafkatest.KindEmbedded {
+		t.Skip("proves a guarantee: needs a real broker (make test, or set EDDY_KAFKA_BOOTSTRAP)")
+	}
+	return b
+}
+
+// wordApp is one word-count application under test: its topics and the
+// workers running it.
+type wordApp struct {
+	t             *testing.T
+	brokers       string
+	app           string
+	input, output string
+	dir           string
+	batch         map[string]int64 // what a batch count over all input gives
+	rng           *rand.Rand
+	lines         int
+}
+
+func newWordApp(t *testing.T, brokers string, partitions int32) *wordApp {
+	a := &wordApp{t: t, brokers: brokers, app: kafkatest.UniqueName(t, "wc"), dir: t.TempDir(),
+		batch: map[string]int64{}, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))}
+	a.input, a.output = a.app+"-lines", a.app+"-counts"
+	kafkatest.CreateTopic(t, brokers, a.input, partitions, nil)
+	kafkatest.CreateTopic(t, brokers, a.output, partitions, nil)
+	return a
+}
+
+// produce writes n lines of three words from a 2,000-word vocabulary.
+func (a *wordApp) produce(n int) {
+	const chunk = 20_000
+	for done := 0; done < n; done += chunk {
+		recs := make([]kafkatest.Record, 0, chunk)
+		for i := done; i < min(n, done+chunk); i++ {
+			ws := []string{a.word(), a.word(), a.word()}
+			for _, w := range ws {
+				a.batch[w]++
+			}
+			recs = append(recs, kafkatest.KV(fmt.Sprint(a.lines), strings.Join(ws, " ")))
+			a.lines++
+		}
+		kafkatest.Produce(a.t, a.brokers, a.input, recs...)
+	}
+}
+
+func (a *wordApp) word() string { return fmt.Sprintf("w%d", a.rng.IntN(2000)) }
+
+// worker is one OS process running an instance of the application.
+type worker struct {
+	cmd  *exec.Cmd
+	log  string
+	name string
+}
+
+func (a *wordApp) start(name string, args ...string) *worker {
+	a.t.Helper()
+	logPath := filepath.Join(a.dir, name+fmt.Sprintf("-%d.log", time.Now().UnixNano()))
+	f, err := os.Create(logPath)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	base := []string{"-brokers", a.brokers, "-app", a.app, "-input", a.input, "-output", a.output,
+		"-state", filepath.Join(a.dir, "state-"+name), "-process-id", name}
+	cmd := exec.Command(workerBin, append(base, args...)...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		a.t.Fatal(err)
+	}
+	f.Close()
+	w := &worker{cmd: cmd, log: logPath, name: name}
+	a.t.Cleanup(func() {
+		if a.t.Failed() {
+			a.t.Logf("log of %s (%s):\n%s", name, logPath, tail(logPath))
+		}
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return w
+}
+
+// kill ends the worker with SIGKILL: no commit, no clean close.
+func (w *worker) kill(t *testing.T) {
+	t.Helper()
+	w.cmd.Process.Signal(syscall.SIGKILL)
+	w.cmd.Wait()
+	t.Logf("killed %s (SIGKILL)", w.name)
+}
+
+// stop ends the worker with SIGTERM and expects a clean exit.
+func (w *worker) stop(t *testing.T) {
+	t.Helper()
+	w.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- w.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s exited with %v; log:\n%s", w.name, err, tail(w.log))
+		}
+	case <-time.After(60 * time.Second):
+		w.cmd.Process.Kill()
+		t.Fatalf("%s did not stop within 60s; log:\n%s", w.name, tail(w.log))
+	}
+}
+
+// entries returns the worker's JSON log lines with the given message.
+func (w *worker) entries(msg string) []map[string]any {
+	f, err := os.Open(w.log)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// restored sums the changelog records the worker replayed into its stores.
+func (w *worker) restored() int64 {
+	var n int64
+	for _, e := range w.entries("store restored") {
+		if v, ok := e["records"].(float64); ok {
+			n += int64(v)
+		}
+	}
+	return n
+}
+
+// waitFor waits until the worker logged msg, or fails.
+func (w *worker) waitFor(t *testing.T, msg string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if len(w.entries(msg)) > 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s did not log %q within %v; log:\n%s", w.name, msg, timeout, tail(w.log))
+}
+
+// waitRunning waits until the worker's app reached RUNNING: its tasks
+// restored and processing.
+func (w *worker) waitRunning(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, e := range w.entries("state change") {
+			if e["to"] == "RUNNING" {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s did not reach RUNNING within %v; log:\n%s", w.name, timeout, tail(w.log))
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// waitDone waits until every input line is processed and committed.
+func (a *wordApp) waitDone(timeout time.Duration) {
+	a.t.Helper()
+	kafkatest.WaitCaughtUp(a.t, a.brokers, a.app, timeout, a.input, a.app+"-counts-repartition")
+}
+
+// lagging reports whether the application still has input to process.
+func (a *wordApp) outputs() map[string][]int64 {
+	a.t.Helper()
+	i64 := serde.Int64()
+	seqs := map[string][]int64{}
+	for _, r := range kafkatest.ConsumeAll(a.t, a.brokers, a.output) {
+		n, err := i64.Deserialize(a.output, r.Value)
+		if err != nil {
+			a.t.Fatalf("output record %s = % x: %v", r.Key, r.Value, err)
+		}
+		seqs[string(r.Key)] = append(seqs[string(r.Key)], n)
+	}
+	return seqs
+}
+
+// checkExactSequences: per word, the committed updates go 1, 2, 3, … with
+// no repeat and no gap, ending at the batch count.
+func (a *wordApp) checkExactSequences() {
+	a.t.Helper()
+	seqs := a.outputs()
+	bad := 0
+	for w, want := range a.batch {
+		got := seqs[w]
+		ok := int64(len(got)) == want
+		for i := 0; ok && i < len(got); i++ {
+			ok = got[i] == int64(i+1)
+		}
+		if !ok {
+			bad++
+			if bad <= 5 {
+				a.t.Errorf("word %s: updates %s, want 1..%d", w, summarize(got), want)
+			}
+		}
+	}
+	if len(seqs) != len(a.batch) {
+		a.t.Errorf("output has %d words, input %d", len(seqs), len(a.batch))
+	}
+	if bad > 0 {
+		a.t.Fatalf("%d of %d words are not exactly 1..N", bad, len(a.batch))
+	}
+}
+
+// checkFinal: the last update of each word equals the batch count.
+func (a *wordApp) checkFinal() {
+	a.t.Helper()
+	seqs := a.outputs()
+	bad := 0
+	for w, want := range a.batch {
+		got := seqs[w]
+		if len(got) == 0 || got[len(got)-1] != want {
+			bad++
+			if bad <= 5 {
+				a.t.Errorf("word %s: final count %s, want %d", w, summarize(got), want)
+			}
+		}
+	}
+	if bad > 0 {
+		a.t.Fatalf("%d of %d words have a wrong final count", bad, len(a.batch))
+	}
+}
+
+func summarize(s []int64) string {
+	if len(s) <= 12 {
+		return fmt.Sprint(s)
+	}
+	return fmt.Sprintf("%v … %v (%d updates)", s[:6], s[len(s)-6:], len(s))
+}
+
+// changelogRecords counts the committed records of the count store's
+// changelog.
+func (a *wordApp) changelogRecords() int {
+	return len(kafkatest.ConsumeAll(a.t, a.brokers, a.app+"-counts-changelog"))
+}
