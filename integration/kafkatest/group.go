@@ -1,8 +1,8 @@
 package kafkatest
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -58,7 +58,6 @@ func caughtUp(l kadm.DescribedGroupLag, topics []string) (bool, string) {
 	}
 	return true, ""
 }
-
 
 // GroupLag returns how many records of its topics consumer group has not
 // committed yet (partitions it never committed count in full).
