@@ -1,11 +1,21 @@
 # eddy — make targets. `make test` is the one test command.
 
-.PHONY: test services-start services-stop services-status
+.PHONY: test bench parity services-start services-stop services-status
 
 ## test: gofmt and vet checks, then go test -race on every module against a
 ## real Kafka broker and schema registry (started and stopped as needed).
 test:
 	scripts/test.sh
+
+## bench: throughput of eddy vs a plain client loop on the real broker
+## (results in docs/performance.md).
+bench:
+	scripts/bench.sh
+
+## parity: rerun the parity scenarios on Kafka Streams' own test driver and
+## rewrite the expectations the Go parity tests compare against.
+parity:
+	scripts/parity.sh
 
 ## services-start: start the real broker and schema registry on 127.0.0.1.
 services-start:

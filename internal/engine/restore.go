@@ -247,6 +247,21 @@ func (th *Thread) restoreStep() error {
 		if err := th.consumer.Resume(resume); err != nil {
 			return err
 		}
+		// librdkafka drops what it prefetched for a partition paused
+		// before the application consumed from it, and resumes after
+		// that: start again from the committed offset explicitly.
+		for _, tp := range resume {
+			p := th.parts[tp]
+			off, ok := th.committed[tp]
+			if !ok || off < 0 {
+				off = -2 // nothing committed: the beginning
+			}
+			if err := th.consumer.Seek(tp, off); err != nil {
+				return fmt.Errorf("positioning %s at %d after restore: %w", tp, off, err)
+			}
+			clear(p.buf)
+			p.buf, p.head, p.next = p.buf[:0], 0, -1
+		}
 	}
 	if len(th.restoring) == 0 {
 		th.clearRestore()

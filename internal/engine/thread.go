@@ -39,18 +39,31 @@ type Thread struct {
 	parts     map[kclient.TP]*partition
 	committed map[kclient.TP]int64
 
-	txnOpen    bool
-	dirty      bool
+	txnOpen bool
+	dirty   bool
+	// changelogs written since the last commit: their end offsets are
+	// stored with the stores' writes.
+	written    map[kclient.TP]changelogRef
 	lastCommit time.Time
 	lastPurge  time.Time
 	state      ThreadState
 	cbErr      error // an error inside the rebalance callback
+
+	// closing: the consumer is being closed; the rebalance it triggers must
+	// not commit (librdkafka discards queued records then and moves its
+	// positions past them).
+	closing bool
 
 	restoring      map[kclient.TP]*restoreTarget
 	restoreAssign  bool
 	restoreLogTime time.Time
 
 	Stats ThreadStats
+}
+
+type changelogRef struct {
+	task  processor.TaskID
+	store string
 }
 
 type task struct {
@@ -130,7 +143,8 @@ func (th *Thread) session(ctx context.Context) (err error) {
 	th.parts = map[kclient.TP]*partition{}
 	th.committed = map[kclient.TP]int64{}
 	th.restoring = map[kclient.TP]*restoreTarget{}
-	th.txnOpen, th.dirty, th.cbErr = false, false, nil
+	th.txnOpen, th.dirty, th.cbErr, th.closing = false, false, nil, false
+	th.written = map[kclient.TP]changelogRef{}
 	th.wsP = stores.NewWriteSet(th.cfg.Pebble)
 	th.wsM = stores.NewWriteSet(th.cfg.Memory)
 	th.cache = stores.NewCache(th.cfg.CacheBytes)
@@ -159,6 +173,7 @@ func (th *Thread) session(ctx context.Context) (err error) {
 			th.restorer.Close()
 			th.restorer = nil
 		}
+		th.closing = true
 		if cerr := th.consumer.Close(); cerr != nil && err == nil && clean {
 			th.log.Warn("closing consumer", zap.Error(cerr))
 		}
@@ -232,23 +247,29 @@ func cloneCfg(c kclient.Config) kclient.Config {
 	return out
 }
 
-func (th *Thread) buffered() bool {
+// poll moves records from the consumer into the partition buffers. The
+// buffers are bounded as a whole (MaxBufferedRecords per partition): while
+// they are full the thread does not poll, and librdkafka, whose own queue
+// is bounded (queued.max.messages.kbytes), stops fetching. Pausing single
+// partitions would make librdkafka drop what it prefetched for them and
+// fetch it again on resume — measured: it cut throughput by an order of
+// magnitude — so partitions are paused only while their task restores.
+func (th *Thread) poll() error {
+	buffered := 0
 	for _, p := range th.parts {
-		if p.size() > 0 && p.task.restoring == 0 {
-			return true
+		if p.task.restoring == 0 {
+			buffered += p.size()
 		}
 	}
-	return false
-}
-
-// poll moves records from the consumer into the partition buffers,
-// pausing partitions whose buffer is full.
-func (th *Thread) poll() error {
+	limit := th.cfg.MaxBufferedRecords * max(len(th.parts), 1)
+	if buffered >= limit {
+		return nil
+	}
 	timeout := 50 * time.Millisecond
-	if th.buffered() || len(th.restoring) > 0 {
+	if buffered > 0 || len(th.restoring) > 0 {
 		timeout = 0
 	}
-	for i := 0; i < 5000; i++ {
+	for ; buffered < limit; buffered++ {
 		r, err := th.consumer.Poll(timeout)
 		timeout = 0
 		if err != nil {
@@ -267,11 +288,6 @@ func (th *Thread) poll() error {
 		}
 		p.buf = append(p.buf, r)
 		th.Stats.Consumed.Add(1)
-		if p.size() >= th.cfg.MaxBufferedRecords && !p.paused {
-			if err := th.consumer.Pause([]kclient.TP{p.tp}); err == nil {
-				p.paused = true
-			}
-		}
 	}
 	return nil
 }
@@ -333,11 +349,6 @@ func (th *Thread) process() error {
 				if err != nil {
 					return err
 				}
-				if p.paused && p.size() <= th.cfg.MaxBufferedRecords/2 {
-					if err := th.consumer.Resume([]kclient.TP{p.tp}); err == nil {
-						p.paused = false
-					}
-				}
 			}
 		}
 		if !progressed || time.Now().After(deadline) {
@@ -362,11 +373,17 @@ func (th *Thread) punctuateWallClock() error {
 
 // Send implements rt.Collector: records go to the producer, inside the
 // open transaction under exactly-once.
-func (th *Thread) Send(_ *rt.Task, rec *rt.OutRecord) error {
+func (th *Thread) Send(t *rt.Task, rec *rt.OutRecord) error {
 	if err := th.beginTxn(); err != nil {
 		return err
 	}
 	th.dirty = true
+	if rec.Store != "" {
+		tp := kclient.TP{Topic: rec.Topic, Partition: rec.Partition}
+		if _, ok := th.written[tp]; !ok {
+			th.written[tp] = changelogRef{t.ID(), rec.Store}
+		}
+	}
 	th.Stats.Produced.Add(1)
 	return th.producer.Produce(rec)
 }
@@ -394,9 +411,6 @@ func (th *Thread) beginTxn() error {
 func (th *Thread) commit() error {
 	start := time.Now()
 	th.lastCommit = start
-	if !th.dirty && !th.txnOpen {
-		return nil
-	}
 	for _, tk := range th.order {
 		if tk.restoring > 0 {
 			continue
@@ -417,6 +431,9 @@ func (th *Thread) commit() error {
 	offsets, err := th.commitOffsets()
 	if err != nil {
 		return err
+	}
+	if !th.dirty && !th.txnOpen && len(offsets) == 0 {
+		return nil // nothing new; positions past transaction markers are committed too
 	}
 	if th.cfg.ExactlyOnce {
 		if err := th.beginTxn(); err != nil {
@@ -440,17 +457,11 @@ func (th *Thread) commit() error {
 		// next: at-least-once allows it.
 		th.log.Warn("committing offsets failed", zap.Error(err))
 	}
-	delivered, err := th.producer.Delivered()
-	if err != nil && !th.cfg.ExactlyOnce {
+	if err := th.producer.DeliveryErr(); err != nil && !th.cfg.ExactlyOnce {
 		return fmt.Errorf("producing records failed: %w", err)
 	}
-	for _, tk := range th.order {
-		for _, name := range th.loggedStores(tk) {
-			tp := kclient.TP{Topic: rt.ChangelogTopic(th.cfg.AppID, name), Partition: tk.id.Partition}
-			if off, ok := delivered[tp]; ok {
-				th.writeSet(name).SetOffset(tk.id.String(), name, off+1)
-			}
-		}
+	if err := th.storeChangelogEnds(ctx); err != nil {
+		return err
 	}
 	if err := th.wsM.Commit(); err != nil {
 		return fmt.Errorf("committing in-memory stores: %w", err)
@@ -465,6 +476,30 @@ func (th *Thread) commit() error {
 	th.Stats.Commits.Add(1)
 	th.Stats.CommitNanos.Add(time.Since(start).Nanoseconds())
 	th.maybePurge()
+	return nil
+}
+
+// storeChangelogEnds records, with the stores' writes, where each written
+// changelog partition ends now that its records are committed: the high
+// watermark. Only this task writes its changelog partition, so everything
+// below it is this store's history (or aborted records and transaction
+// markers, which restore skips anyway).
+func (th *Thread) storeChangelogEnds(ctx context.Context) error {
+	if len(th.written) == 0 {
+		return nil
+	}
+	tps := make([]kclient.TP, 0, len(th.written))
+	for tp := range th.written {
+		tps = append(tps, tp)
+	}
+	_, hwm, err := th.cfg.Admin.Offsets(ctx, tps, false)
+	if err != nil {
+		return fmt.Errorf("reading changelog ends after commit: %w", err)
+	}
+	for tp, ref := range th.written {
+		th.writeSet(ref.store).SetOffset(ref.task.String(), ref.store, hwm[tp])
+	}
+	clear(th.written)
 	return nil
 }
 
@@ -531,7 +566,8 @@ func (th *Thread) abortAndRewind(cause error) error {
 			return fmt.Errorf("%w: aborting after %v: %v", errRejoin, cause, err)
 		}
 	}
-	th.producer.Delivered() // offsets of aborted records must never be stored
+	th.producer.DeliveryErr()
+	clear(th.written)
 	th.wsP.Discard()
 	th.wsM.Discard()
 	for _, tk := range th.order {
@@ -648,6 +684,9 @@ func (th *Thread) onRebalance(rb kclient.Rebalance) error {
 	}
 	if len(rb.Assigned) > 0 && th.cbErr == nil {
 		if err := th.assign(rb.Assigned); err != nil {
+			if th.ctx.Err() != nil {
+				return nil // shutting down: the loop stops cleanly
+			}
 			th.cbErr = err
 			return err
 		}
@@ -657,6 +696,16 @@ func (th *Thread) onRebalance(rb kclient.Rebalance) error {
 
 // revoke commits (unless the partitions were lost) and closes every task.
 func (th *Thread) revoke(lost bool) {
+	if th.closing {
+		// Closing the consumer: a clean shutdown committed already; after
+		// an error there is nothing that may be committed.
+		if th.dirty || th.txnOpen {
+			lost = true
+		} else {
+			th.tasks, th.order, th.parts = map[processor.TaskID]*task{}, nil, map[kclient.TP]*partition{}
+			return
+		}
+	}
 	if !lost {
 		if err := th.commit(); err != nil {
 			if errors.Is(err, errRejoin) {
@@ -674,7 +723,8 @@ func (th *Thread) revoke(lost bool) {
 			cancel()
 			th.txnOpen = false
 		}
-		th.producer.Delivered()
+		th.producer.DeliveryErr()
+		clear(th.written)
 		th.closeTasksDirty()
 	} else {
 		for _, tk := range th.order {

@@ -204,14 +204,14 @@ type producer struct {
 	p    *kafka.Producer
 	done chan struct{}
 
-	mu sync.Mutex
-	// guarded by mu
-	delivered map[TP]int64
-	err       error
+	mu  sync.Mutex
+	err error // guarded by mu: the first delivery failure not yet reported
 }
 
 // NewProducer returns a librdkafka producer; a goroutine drains its
-// delivery reports into Delivered.
+// delivery reports (without keys, values or headers) and keeps the first
+// failure for DeliveryErr. (librdkafka's delivery.report.only.error would
+// spare the reports of successes, but the Go client refuses it.)
 func NewProducer(cfg Config) (Producer, error) {
 	cfg = maps.Clone(cfg)
 	cfg["go.delivery.reports"] = true
@@ -220,7 +220,7 @@ func NewProducer(cfg Config) (Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	pr := &producer{p: p, done: make(chan struct{}), delivered: map[TP]int64{}}
+	pr := &producer{p: p, done: make(chan struct{})}
 	go pr.drain()
 	return pr, nil
 }
@@ -228,28 +228,24 @@ func NewProducer(cfg Config) (Producer, error) {
 func (p *producer) drain() {
 	defer close(p.done)
 	for ev := range p.p.Events() {
-		m, ok := ev.(*kafka.Message)
-		if !ok {
-			if e, ok := ev.(kafka.Error); ok && e.IsFatal() {
-				p.mu.Lock()
-				if p.err == nil {
-					p.err = fmt.Errorf("%w: %v", ErrFatal, e)
-				}
-				p.mu.Unlock()
+		var err error
+		switch e := ev.(type) {
+		case *kafka.Message:
+			if e.TopicPartition.Error != nil {
+				err = fmt.Errorf("delivery to %s failed: %w", fromKTP(e.TopicPartition), e.TopicPartition.Error)
 			}
-			continue
+		case kafka.Error:
+			if e.IsFatal() {
+				err = fmt.Errorf("%w: %v", ErrFatal, e)
+			}
 		}
-		tp := fromKTP(m.TopicPartition)
-		p.mu.Lock()
-		switch cur, seen := p.delivered[tp]; {
-		case m.TopicPartition.Error != nil:
+		if err != nil {
+			p.mu.Lock()
 			if p.err == nil {
-				p.err = fmt.Errorf("delivery to %s failed: %w", tp, m.TopicPartition.Error)
+				p.err = err
 			}
-		case !seen || int64(m.TopicPartition.Offset) > cur:
-			p.delivered[tp] = int64(m.TopicPartition.Offset)
+			p.mu.Unlock()
 		}
-		p.mu.Unlock()
 	}
 }
 
@@ -299,14 +295,12 @@ func (p *producer) Flush(ctx context.Context) error {
 	return p.err
 }
 
-func (p *producer) Delivered() (map[TP]int64, error) {
+func (p *producer) DeliveryErr() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := p.delivered
-	p.delivered = map[TP]int64{}
 	err := p.err
 	p.err = nil
-	return out, err
+	return err
 }
 
 func txnErr(op string, err error) error {

@@ -60,9 +60,9 @@ type Producer interface {
 	Produce(rec *rt.OutRecord) error
 	// Flush waits until every enqueued record is acknowledged.
 	Flush(ctx context.Context) error
-	// Delivered returns, and forgets, the highest acknowledged offset of each
-	// partition written since the last call, and the first delivery error.
-	Delivered() (map[TP]int64, error)
+	// DeliveryErr returns, and forgets, the first delivery failure since
+	// the last call.
+	DeliveryErr() error
 	InitTransactions(ctx context.Context) error
 	BeginTransaction() error
 	SendOffsets(ctx context.Context, offsets map[TP]int64, groupMetadata any) error
@@ -86,7 +86,7 @@ type Admin interface {
 	// CreateTopics creates topics; existing ones are not an error.
 	CreateTopics(ctx context.Context, specs []TopicSpec) error
 	// Offsets returns each partition's earliest offset and its end (the
-	// last stable offset when readCommitted).
+	// last stable offset when readCommitted, else the high watermark).
 	Offsets(ctx context.Context, tps []TP, readCommitted bool) (start, end map[TP]int64, err error)
 	// DeleteRecords deletes records below the given offsets.
 	DeleteRecords(ctx context.Context, before map[TP]int64) error
