@@ -58,7 +58,9 @@ func UseSchemaID(id int) Option { return func(o *options) { o.mode, o.id = useSc
 // RegisterFor registers (or looks up, per the write mode) the writer
 // schema of these topics when the serde is created, so a schema the
 // registry refuses fails New instead of the first record.
-func RegisterFor(topics ...string) Option { return func(o *options) { o.topics = append(o.topics, topics...) } }
+func RegisterFor(topics ...string) Option {
+	return func(o *options) { o.topics = append(o.topics, topics...) }
+}
 
 // Serde is an Avro serde in the Confluent wire format: a 0 magic byte, the
 // 4-byte big-endian schema id, then the Avro binary encoding. T is a Go
