@@ -137,33 +137,43 @@ func (b *KeyValueBuilder[K, V]) Serdes() (serde.Serde[K], serde.Serde[V]) { retu
 // Build implements Builder: the task's slice of the write set, then the
 // changelog layer, the cache layer and the typed layer.
 func (b *KeyValueBuilder[K, V]) Build(env Env) (Store, error) {
-	if err := validName("store name", b.spec.Name); err != nil {
+	bs, cached, topic, err := layers(b.spec, env)
+	if err != nil {
 		return nil, err
-	}
-	if err := validName("task id", env.Task); err != nil {
-		return nil, err
-	}
-	if env.WriteSet == nil {
-		return nil, fmt.Errorf("stores: building %s for task %s: no write set", b.spec.Name, env.Task)
-	}
-	clock := &storeClock{record: env.Timestamp}
-	var bs BytesStore = newTaskSlice(env.WriteSet, env.Task, b.spec.Name)
-	if b.spec.Logged && env.Changelog != nil {
-		bs = &changelogging{BytesStore: bs, log: env.Changelog, timestamped: b.spec.Timestamped, clock: clock}
-	}
-	var cached *caching
-	if b.spec.Cached && env.Cache != nil {
-		cached = newCaching(bs, env.Cache, clock)
-		bs = cached
-	}
-	topic := env.Topic
-	if topic == "" {
-		topic = b.spec.Name
 	}
 	return &builtKV[K, V]{
 		kvStore: kvStore[K, V]{name: b.spec.Name, topic: topic, under: bs, ks: b.ks, vs: b.vs},
 		cached:  cached,
 	}, nil
+}
+
+// layers stacks a store's byte-level layers: the task's slice of the write
+// set, the changelog, the record cache.
+func layers(spec Spec, env Env) (BytesStore, *caching, string, error) {
+	if err := validName("store name", spec.Name); err != nil {
+		return nil, nil, "", err
+	}
+	if err := validName("task id", env.Task); err != nil {
+		return nil, nil, "", err
+	}
+	if env.WriteSet == nil {
+		return nil, nil, "", fmt.Errorf("stores: building %s for task %s: no write set", spec.Name, env.Task)
+	}
+	clock := &storeClock{record: env.Timestamp}
+	var bs BytesStore = newTaskSlice(env.WriteSet, env.Task, spec.Name)
+	if spec.Logged && env.Changelog != nil {
+		bs = &changelogging{BytesStore: bs, log: env.Changelog, timestamped: spec.Timestamped, clock: clock}
+	}
+	var cached *caching
+	if spec.Cached && env.Cache != nil {
+		cached = newCaching(bs, env.Cache, clock)
+		bs = cached
+	}
+	topic := env.Topic
+	if topic == "" {
+		topic = spec.Name
+	}
+	return bs, cached, topic, nil
 }
 
 type builtKV[K, V any] struct {

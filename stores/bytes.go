@@ -1,5 +1,7 @@
 package stores
 
+import "fmt"
+
 // BytesStore is the byte-level key-value store of one store of one task.
 // The layers of a store (caching, changelogging, the task's slice of the
 // backend) are BytesStores wrapped around each other; the typed store sits
@@ -50,6 +52,13 @@ func (s *taskSlice) Iter(lower, upper []byte, reverse bool) BytesIterator {
 }
 
 func (s *taskSlice) ApproximateNumEntries() (int64, error) { return countAll(s) }
+
+// DeleteRange deletes the user keys in [lower, upper).
+func (s *taskSlice) DeleteRange(lower, upper []byte) error {
+	lo, hi := rangeBounds(s.prefix, lower, upper)
+	s.ws.DeleteRange(lo, hi)
+	return nil
+}
 
 func (s *taskSlice) Flush() error { return nil }
 
@@ -106,6 +115,35 @@ func (c *committedSlice) Iter(lower, upper []byte, reverse bool) BytesIterator {
 }
 func (c *committedSlice) ApproximateNumEntries() (int64, error) { return countAll(c) }
 func (c *committedSlice) Flush() error                          { return nil }
+
+// RangeDeleter is implemented by BytesStores that delete key ranges in
+// one operation (window stores drop expired segments with it). Changelogs
+// do not record range deletions: the changelog's own retention expires
+// those records.
+type RangeDeleter interface {
+	DeleteRange(lower, upper []byte) error
+}
+
+// deleteRange deletes [lower, upper) from s: flushing a cache above first,
+// so no cached write of the range comes back later.
+func deleteRange(s BytesStore, lower, upper []byte) error {
+	if err := s.Flush(); err != nil {
+		return err
+	}
+	for {
+		switch x := s.(type) {
+		case RangeDeleter:
+			return x.DeleteRange(lower, upper)
+		case *changelogging:
+			s = x.BytesStore
+		case *caching:
+			x.nc.clear()
+			s = x.under
+		default:
+			return fmt.Errorf("stores: %T cannot delete ranges", s)
+		}
+	}
+}
 
 // ChangelogWriter receives every write of a logged store, in order, for the
 // runtime to produce to the store's changelog topic partition. A nil value

@@ -17,6 +17,7 @@ import (
 type WriteSet struct {
 	backend Backend
 	pending *btreemap.BTreeMap[[]byte, pendingWrite]
+	ranges  [][2][]byte      // pending range deletions, applied before the writes
 	offsets map[string]int64 // offsetKey → next changelog offset
 	batch   Batch
 }
@@ -46,7 +47,34 @@ func (w *WriteSet) Get(key []byte) ([]byte, bool, error) {
 		}
 		return p.value, true, nil
 	}
+	if w.inRanges(key) {
+		return nil, false, nil
+	}
 	return w.backend.Get(key)
+}
+
+func (w *WriteSet) inRanges(key []byte) bool {
+	for _, r := range w.ranges {
+		if bytes.Compare(key, r[0]) >= 0 && bytes.Compare(key, r[1]) < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// DeleteRange records the deletion of every key in [start, end): pending
+// writes in the range are dropped, and committed keys in it are hidden
+// until the commit removes them with one range deletion.
+func (w *WriteSet) DeleteRange(start, end []byte) {
+	var doomed [][]byte
+	w.pending.AscendFunc(btreemap.GE(start), btreemap.LT(end), func(k []byte, _ pendingWrite) bool {
+		doomed = append(doomed, k)
+		return true
+	})
+	for _, k := range doomed {
+		w.pending.Delete(k)
+	}
+	w.ranges = append(w.ranges, [2][]byte{bytes.Clone(start), bytes.Clone(end)})
 }
 
 // Set records key = value. The write set keeps copies of both.
@@ -67,7 +95,10 @@ func (w *WriteSet) SetOffset(task, store string, next int64) {
 
 // Iter walks [lower, upper) as of the writes so far.
 func (w *WriteSet) Iter(lower, upper []byte, reverse bool) BytesIterator {
-	under := w.backend.Iter(lower, upper, reverse)
+	var under BytesIterator = w.backend.Iter(lower, upper, reverse)
+	if len(w.ranges) > 0 {
+		under = &rangeFilter{BytesIterator: under, w: w}
+	}
 	if w.pending.Len() == 0 {
 		return under
 	}
@@ -97,10 +128,13 @@ func (w *WriteSet) Len() int { return w.pending.Len() }
 // Commit applies every pending write and offset atomically, then empties the
 // write set.
 func (w *WriteSet) Commit() error {
-	if w.pending.Len() == 0 && len(w.offsets) == 0 {
+	if w.pending.Len() == 0 && len(w.offsets) == 0 && len(w.ranges) == 0 {
 		return nil
 	}
 	w.batch.Reset()
+	for _, r := range w.ranges {
+		w.batch.DeleteRange(r[0], r[1])
+	}
 	for k, p := range w.pending.Ascend(btreemap.Min[[]byte](), btreemap.Max[[]byte]()) {
 		if p.deleted {
 			w.batch.Delete(k)
@@ -121,6 +155,7 @@ func (w *WriteSet) Commit() error {
 // Discard drops every pending write and offset.
 func (w *WriteSet) Discard() {
 	w.pending.Clear(false)
+	w.ranges = nil
 	clear(w.offsets)
 	w.batch.Reset()
 }
@@ -145,6 +180,21 @@ func (w *WriteSet) DiscardTask(task string) {
 			}
 		}
 	}
+}
+
+// rangeFilter hides committed keys inside pending range deletions.
+type rangeFilter struct {
+	BytesIterator
+	w *WriteSet
+}
+
+func (f *rangeFilter) Next() bool {
+	for f.BytesIterator.Next() {
+		if !f.w.inRanges(f.BytesIterator.Key()) {
+			return true
+		}
+	}
+	return false
 }
 
 type overlayEntry struct {

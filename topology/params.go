@@ -154,6 +154,13 @@ func (m MaterializedOptions[K, V]) WithLogging(on bool, config map[string]string
 	return m
 }
 
+// WithRetention keeps a windowed store's windows for d (default: window
+// size plus grace, the least that works).
+func (m MaterializedOptions[K, V]) WithRetention(d time.Duration) MaterializedOptions[K, V] {
+	m.retention = d
+	return m
+}
+
 // WithBackend picks Persistent (Pebble, default) or InMemory.
 func (m MaterializedOptions[K, V]) WithBackend(b Backend) MaterializedOptions[K, V] {
 	m.backend = b

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"go.uber.org/zap"
+
 	"github.com/eddy-go/eddy/processor"
 	"github.com/eddy-go/eddy/stores"
 )
@@ -130,6 +132,8 @@ type TaskConfig struct {
 	// punctuators.
 	WallClock func() int64
 	Handlers  Handlers
+	// Log receives the task's logs. Default: none.
+	Log *zap.Logger
 }
 
 // Counters are a task's record counts, readable from any goroutine.
@@ -165,6 +169,8 @@ type Task struct {
 	err      error
 	closed   bool
 	Counters Counters
+	// Log is the task's logger, with the task id as a field.
+	Log *zap.Logger
 }
 
 type recordContext struct {
@@ -185,6 +191,10 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 		streamTime: -1,
 	}
 	t.cur.meta.Offset = -1
+	if t.cfg.Log == nil {
+		t.cfg.Log = zap.NewNop()
+	}
+	t.Log = t.cfg.Log.With(zap.Stringer("task", cfg.ID))
 	for _, ss := range cfg.Subtopology.Stores {
 		if err := t.buildStore(ss); err != nil {
 			t.closeAll()
@@ -410,6 +420,19 @@ func (t *Task) Send(rec *OutRecord) {
 	if err := t.cfg.Collector.Send(t, rec); err != nil {
 		t.fail(fmt.Errorf("task %s: sending to %s: %w", t.id, rec.Topic, err))
 	}
+}
+
+// SendCurrent writes the record being processed — its key and value as
+// read — to topic, with its headers and extra ones after them. Outside a
+// record (punctuation) it does nothing.
+func (t *Task) SendCurrent(topic string, extra processor.Headers) {
+	if !t.inRecord || t.curRaw == nil {
+		return
+	}
+	t.Send(&OutRecord{
+		Topic: topic, Partition: -1, Key: t.curRaw.Key, Value: t.curRaw.Value, Timestamp: t.curRaw.Timestamp,
+		Headers: append(append(processor.Headers{}, t.curRaw.Headers...), extra...),
+	})
 }
 
 // CurrentTimestamp is the timestamp of the record being processed, or of

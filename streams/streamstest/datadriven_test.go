@@ -176,7 +176,7 @@ var dslScenarios = map[string]scenario{
 		topology.AddSink(b, "counts-sink", "counts", str, str, "counter")
 		topology.AddSink(b, "ticks-sink", "ticks", str, str, "counter")
 		b.AddStateStore(stores.KeyValue("per-key", str, serde.Int64()), "counter")
-	}, []parityOut{{"counts", false}, {"ticks", false}}},
+	}, []parityOut{{"counts", false}, {"ticks", false}}, ""},
 
 	// JSON values, for bad-input handling.
 	"json": {func(b *topology.Builder) {
@@ -186,7 +186,7 @@ var dslScenarios = map[string]scenario{
 		}
 		in := topology.Stream(b, "orders", topology.Consumed(str, serde.JSON[order]()))
 		topology.MapValues(in, func(o order) string { return fmt.Sprintf("%s x%d", o.Item, o.Qty) }).To("out", topology.Produced(str, str))
-	}, []parityOut{{"out", false}, {"dlq", false}}},
+	}, []parityOut{{"out", false}, {"dlq", false}}, ""},
 }
 
 type counter struct {

@@ -21,7 +21,14 @@ import org.apache.kafka.streams.TestInputTopic;
 import org.apache.kafka.streams.TestOutputTopic;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.TopologyTestDriver;
+import java.time.Duration;
+
 import org.apache.kafka.streams.kstream.Branched;
+import org.apache.kafka.streams.kstream.EmitStrategy;
+import org.apache.kafka.streams.kstream.SessionWindows;
+import org.apache.kafka.streams.kstream.Suppressed;
+import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.kstream.Windowed;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.KStream;
@@ -129,6 +136,55 @@ public final class Parity {
             b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
                 .toTable(Materialized.as("tt"))
                 .toStream().to("out");
+        }, outs("out", "string")));
+    }
+
+    static KeyValue<String, Long> flat(Windowed<String> wk, Long v) {
+        return KeyValue.pair(wk.key() + "@" + wk.window().start() + "/" + wk.window().end(), v);
+    }
+
+    static {
+        SCENARIOS.put("tumbling-count", new Scenario(b -> {
+            b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
+                .groupByKey()
+                .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(20)))
+                .count(Materialized.as("tw"))
+                .toStream().map(Parity::flat).to("out", Produced.with(Serdes.String(), Serdes.Long()));
+        }, outs("out", "long")));
+
+        SCENARIOS.put("hopping-count", new Scenario(b -> {
+            b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
+                .groupByKey()
+                .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(50)).advanceBy(Duration.ofMillis(40)))
+                .count(Materialized.as("hw"))
+                .toStream().map(Parity::flat).to("out", Produced.with(Serdes.String(), Serdes.Long()));
+        }, outs("out", "long")));
+
+        SCENARIOS.put("tumbling-emit-on-close", new Scenario(b -> {
+            b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
+                .groupByKey()
+                .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(20)))
+                .emitStrategy(EmitStrategy.onWindowClose())
+                .count(Materialized.as("ew"))
+                .toStream().map(Parity::flat).to("out", Produced.with(Serdes.String(), Serdes.Long()));
+        }, outs("out", "long")));
+
+        SCENARIOS.put("tumbling-suppress", new Scenario(b -> {
+            b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
+                .groupByKey()
+                .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(20)))
+                .count(Materialized.as("sw"))
+                .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
+                .toStream().map(Parity::flat).to("out", Produced.with(Serdes.String(), Serdes.Long()));
+        }, outs("out", "long")));
+
+        SCENARIOS.put("session-count", new Scenario(b -> {
+            b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
+                .groupByKey()
+                .windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(30), Duration.ofMillis(20)))
+                .count(Materialized.as("ss"))
+                .toStream().map((wk, v) -> KeyValue.pair(wk.key() + "@" + wk.window().start() + "/" + wk.window().end(), v == null ? "<null>" : v.toString()))
+                .to("out", Produced.with(Serdes.String(), Serdes.String()));
         }, outs("out", "string")));
     }
 

@@ -1,0 +1,351 @@
+package topology
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/eddy-go/eddy/internal/rt"
+	"github.com/eddy-go/eddy/processor"
+	"github.com/eddy-go/eddy/serde"
+	"github.com/eddy-go/eddy/stores"
+)
+
+// TimeWindows are fixed-size windows: tumbling (advance = size) or hopping
+// (advance < size), aligned to the epoch, with a grace period for
+// out-of-order records. A window [start, start+size) closes when stream
+// time reaches its end plus grace; records for closed windows are late.
+type TimeWindows struct {
+	size, advance, grace int64
+}
+
+// TumblingWindows returns tumbling windows of size with a grace period.
+func TumblingWindows(size, grace time.Duration) TimeWindows {
+	return TimeWindows{size.Milliseconds(), size.Milliseconds(), grace.Milliseconds()}
+}
+
+// HoppingWindows returns windows of size starting every advance.
+func HoppingWindows(size, advance, grace time.Duration) TimeWindows {
+	return TimeWindows{size.Milliseconds(), advance.Milliseconds(), grace.Milliseconds()}
+}
+
+func (w TimeWindows) validate() error {
+	if w.size <= 0 || w.advance <= 0 || w.advance > w.size || w.grace < 0 {
+		return fmt.Errorf("time windows need 0 < advance <= size and grace >= 0 (size %dms, advance %dms, grace %dms)", w.size, w.advance, w.grace)
+	}
+	return nil
+}
+
+// windowsFor returns the starts of the windows containing ts, ascending,
+// as Kafka Streams' TimeWindows.windowsFor.
+func (w TimeWindows) windowsFor(ts int64) []int64 {
+	start := max(0, ts-w.size+w.advance) / w.advance * w.advance
+	var out []int64
+	for ; start <= ts; start += w.advance {
+		out = append(out, start)
+	}
+	return out
+}
+
+// LateRecordHeaders are the headers eddy adds to a record it writes to a
+// late-records topic.
+const (
+	HeaderLateReason      = "eddy.late.reason"
+	HeaderLateWindowStart = "eddy.late.window.start"
+	HeaderLateWindowEnd   = "eddy.late.window.end"
+	HeaderLateStreamTime  = "eddy.late.stream.time"
+)
+
+// windowOpts are what all windowed streams share.
+type windowOpts struct {
+	emitOnClose bool
+	lateTopic   string
+	name        string
+}
+
+// TimeWindowedStream is a grouped stream cut into time windows.
+type TimeWindowedStream[K, V any] struct {
+	g *KGroupedStream[K, V]
+	w TimeWindows
+	windowOpts
+}
+
+// WindowedBy cuts the grouped stream into time windows.
+func (g *KGroupedStream[K, V]) WindowedBy(w TimeWindows) *TimeWindowedStream[K, V] {
+	if err := w.validate(); err != nil {
+		g.s.b.errorf("WindowedBy after %q: %v", g.s.node.Name, err)
+	}
+	return &TimeWindowedStream[K, V]{g: g, w: w}
+}
+
+// EmitOnWindowClose emits each window's result once, when the window
+// closes (stream time passes its end plus grace), instead of on every
+// update: Kafka Streams' suppress(untilWindowCloses) /
+// EmitStrategy.onWindowClose. Progress is kept in a changelogged store, so
+// a final result is emitted once across restarts.
+func (s *TimeWindowedStream[K, V]) EmitOnWindowClose() *TimeWindowedStream[K, V] {
+	s.emitOnClose = true
+	return s
+}
+
+// LateRecords writes records that arrive after their window closed to
+// topic, unchanged, with headers saying why, which window and the stream
+// time. They are counted and logged in any case; Kafka Streams only drops
+// them.
+func (s *TimeWindowedStream[K, V]) LateRecords(topic string) *TimeWindowedStream[K, V] {
+	s.lateTopic = topic
+	return s
+}
+
+// WindowedCount counts each key's records per window.
+func WindowedCount[K, V any](s *TimeWindowedStream[K, V], m ...MaterializedOptions[K, int64]) *KTable[serde.Windowed[K], int64] {
+	return timeWindowAggregate(s, materializedOr(m), serde.Int64(),
+		func(K, V) int64 { return 1 },
+		func(_ K, _ V, n int64) int64 { return n + 1 }, "KSTREAM-AGGREGATE-")
+}
+
+// WindowedAggregate folds each key's values per window, from init().
+func WindowedAggregate[K, V, VA any](s *TimeWindowedStream[K, V], init func() VA, aggregator func(K, V, VA) VA, m ...MaterializedOptions[K, VA]) *KTable[serde.Windowed[K], VA] {
+	return timeWindowAggregate(s, materializedOr(m), nil,
+		func(k K, v V) VA { return aggregator(k, v, init()) }, aggregator, "KSTREAM-AGGREGATE-")
+}
+
+// WindowedReduce combines each key's values per window. (A function, not a
+// method: Go forbids methods whose result nests the receiver's type
+// parameters, as Windowed[K] does.)
+func WindowedReduce[K, V any](s *TimeWindowedStream[K, V], reducer func(agg, v V) V, m ...MaterializedOptions[K, V]) *KTable[serde.Windowed[K], V] {
+	return timeWindowAggregate(s, materializedOr(m), s.g.valueSerde,
+		func(_ K, v V) V { return v },
+		func(_ K, v V, agg V) V { return reducer(agg, v) }, "KSTREAM-REDUCE-")
+}
+
+// streamParent returns the node a grouped stream's aggregation reads from,
+// inserting a repartition topic when needed.
+func (g *KGroupedStream[K, V]) parentFor(storeName string) *rt.NodeSpec {
+	if !g.s.repartitionRequired {
+		return g.s.node
+	}
+	prefix := storeName
+	if g.name != "" {
+		prefix = g.name
+	}
+	return repartition(g.s.b, g.s.node, prefix, g.keySerde, g.valueSerde, 0)
+}
+
+func timeWindowAggregate[K, V, VA any](s *TimeWindowedStream[K, V], m MaterializedOptions[K, VA], vaSerde serde.Serde[VA],
+	first func(K, V) VA, next func(K, V, VA) VA, prefix string) *KTable[serde.Windowed[K], VA] {
+	g := s.g
+	b := g.s.b
+	storeName := m.name
+	if storeName == "" {
+		storeName = b.newStoreName(prefix)
+	}
+	funcName := b.newName(prefix)
+	parent := g.parentFor(storeName)
+	ks, vs := pickSerde(m.keySerde, g.keySerde), pickSerde(m.valueSerde, vaSerde)
+	retention := time.Duration(s.w.size+s.w.grace) * time.Millisecond
+	if m.retention > retention {
+		retention = m.retention
+	}
+	if ks == nil || vs == nil {
+		b.errorf("windowed store %q needs serdes for [%s, %s]: pass them with Materialized(...).WithSerdes", storeName, rt.TypeOf[K](), rt.TypeOf[VA]())
+	} else {
+		b.addStore(stores.TimestampedWindow(storeName, ks, vs, retention).
+			WithCaching(m.caching && !s.emitOnClose).WithLogging(m.logging, m.logConfig).InMemory(m.backend == InMemory))
+	}
+	info := &tableInfo{}
+	w := s.w
+	lateTopic := s.lateTopic
+	n := b.add(processorSpec[K, V, serde.Windowed[K], change[VA]](funcName, func(bc *rt.BuildCtx) (rt.Node, error) {
+		ch, err := rt.Children[serde.Windowed[K], change[VA]](bc)
+		return &timeWindowNode[K, V, VA]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, fw: fwd[serde.Windowed[K], VA]{Children: ch},
+			storeName: storeName, emitOnClose: s.emitOnClose, sendOld: &info.sendOld, windows: w, first: first, next: next, lateTopic: lateTopic}, err
+	}), parent)
+	b.connect(n, storeName)
+	var wks serde.Serde[serde.Windowed[K]]
+	if ks != nil {
+		wks = serde.TimeWindowed(ks, w.size)
+	}
+	return &KTable[serde.Windowed[K], VA]{b: b, node: n, keySerde: wks, valueSerde: vs, store: storeName, info: info}
+}
+
+type windowStoreOf[K, V any] interface {
+	stores.WindowStore[K, stores.ValueAndTimestamp[V]]
+	Serdes() (serde.Serde[K], serde.Serde[stores.ValueAndTimestamp[V]], string)
+}
+
+// timeWindowNode aggregates records into the time windows that contain
+// them. A window's result carries the largest timestamp of its records.
+type timeWindowNode[K, V, VA any] struct {
+	rt.Base
+	fw        fwd[serde.Windowed[K], VA]
+	storeName string
+	store     windowStoreOf[K, VA]
+	// emitOnClose: forward each window once, when it closes.
+	emitOnClose bool
+	sendOld     *bool
+	cached    bool
+	windows   TimeWindows
+	first     func(K, V) VA
+	next      func(K, V, VA) VA
+	lateTopic string
+}
+
+func (n *timeWindowNode[K, V, VA]) Init() (err error) {
+	if n.store, err = rt.Store[windowStoreOf[K, VA]](n.T, n.storeName); err != nil {
+		return err
+	}
+	if !n.emitOnClose {
+		n.cached = n.forwardOnFlush()
+	}
+	return nil
+}
+
+// forwardOnFlush makes the cached window store forward its updates as the
+// cache flushes them.
+func (n *timeWindowNode[K, V, VA]) forwardOnFlush() bool {
+	cf, ok := n.store.(stores.CacheFlusher)
+	if !ok {
+		return false
+	}
+	ks, vs, topic := n.store.Serdes()
+	size := n.windows.size
+	return cf.SetFlushListener(func(key, newV, oldV []byte, ts int64) error {
+		kb, start, ok := stores.ParseWindowKey(key)
+		if !ok {
+			return fmt.Errorf("%s: bad window store key", n.NodeName)
+		}
+		k, err := ks.Deserialize(topic, kb)
+		if err != nil {
+			return err
+		}
+		c := change[VA]{}
+		if newV != nil {
+			nv, err := vs.Deserialize(topic, newV)
+			if err != nil {
+				return err
+			}
+			c.New, c.HasNew, ts = nv.Value, true, nv.Timestamp
+		}
+		if oldV != nil && *n.sendOld {
+			ov, err := vs.Deserialize(topic, oldV)
+			if err != nil {
+				return err
+			}
+			c.Old, c.HasOld = ov.Value, true
+		}
+		n.fw.Forward(processor.Record[serde.Windowed[K], change[VA]]{
+			Key: serde.Windowed[K]{Key: k, Window: serde.Window{Start: start, End: start + size}}, Value: c, Timestamp: ts})
+		return nil
+	}, *n.sendOld)
+}
+
+func (n *timeWindowNode[K, V, VA]) Process(r processor.Record[K, V]) {
+	if r.NullValue {
+		n.T.Counters.Skipped.Add(1)
+		return
+	}
+	streamTime := n.T.StreamTime()
+	closeTime := streamTime - n.windows.grace
+	for _, start := range n.windows.windowsFor(r.Timestamp) {
+		end := start + n.windows.size
+		if end <= closeTime {
+			n.late(r, start, end, streamTime)
+			continue
+		}
+		old, ok, err := n.store.Fetch(r.Key, start)
+		if err != nil {
+			n.Fail(err)
+			return
+		}
+		var agg VA
+		ts := r.Timestamp
+		if ok {
+			agg = n.next(r.Key, r.Value, old.Value)
+			ts = max(ts, old.Timestamp)
+		} else {
+			agg = n.first(r.Key, r.Value)
+		}
+		if err := n.store.Put(r.Key, start, stores.ValueAndTimestamp[VA]{Value: agg, Timestamp: ts}); err != nil {
+			n.Fail(err)
+			return
+		}
+		if !n.emitOnClose && !n.cached {
+			c := change[VA]{New: agg, HasNew: true}
+			if ok && *n.sendOld {
+				c.Old, c.HasOld = old.Value, true
+			}
+			n.fw.Forward(processor.Record[serde.Windowed[K], change[VA]]{
+				Key: serde.Windowed[K]{Key: r.Key, Window: serde.Window{Start: start, End: end}}, Value: c, Timestamp: ts, Headers: r.Headers})
+		}
+	}
+	if n.emitOnClose {
+		n.emitClosed(closeTime)
+	}
+	if err := n.store.ExpireBefore(streamTime); err != nil {
+		n.Fail(err)
+	}
+}
+
+// emitClosed forwards the final result of every window that closed since
+// the last emission, in store order, and remembers how far it got.
+func (n *timeWindowNode[K, V, VA]) emitClosed(closeTime int64) {
+	// Windows [start, start+size) with start+size <= closeTime are closed.
+	upTo := closeTime - n.windows.size
+	if upTo < 0 {
+		return
+	}
+	last, ok, err := n.store.EmittedUpTo()
+	if err != nil {
+		n.Fail(err)
+		return
+	}
+	from := int64(0)
+	if ok {
+		if upTo <= last {
+			return
+		}
+		from = last + 1
+	}
+	entries, err := n.store.FetchAll(from, upTo)
+	if err != nil {
+		n.Fail(err)
+		return
+	}
+	for _, e := range entries {
+		n.fw.Forward(processor.Record[serde.Windowed[K], change[VA]]{
+			Key:   serde.Windowed[K]{Key: e.Key, Window: serde.Window{Start: e.Start, End: e.Start + n.windows.size}},
+			Value: change[VA]{New: e.Value.Value, HasNew: true}, Timestamp: e.Value.Timestamp})
+	}
+	if err := n.store.SetEmittedUpTo(upTo); err != nil {
+		n.Fail(err)
+	}
+}
+
+// late handles a record for a closed window: counted, logged at Debug, and
+// written unchanged to the late-records topic when there is one.
+func (n *timeWindowNode[K, V, VA]) late(r processor.Record[K, V], start, end, streamTime int64) {
+	lateRecord(&n.Base, n.lateTopic, start, end, streamTime)
+}
+
+// lateRecord counts a late record and writes the record being processed,
+// as read, to topic (when set) with headers saying why.
+func lateRecord(b *rt.Base, topic string, start, end, streamTime int64) {
+	b.T.Counters.Late.Add(1)
+	if ce := b.T.Log.Check(zap.DebugLevel, "late record"); ce != nil {
+		md, _ := b.T.RecordMetadata()
+		ce.Write(zap.String("node", b.NodeName), zap.String("topic", md.Topic), zap.Int32("partition", md.Partition),
+			zap.Int64("offset", md.Offset), zap.Int64("window_start", start), zap.Int64("window_end", end), zap.Int64("stream_time", streamTime))
+	}
+	if topic == "" {
+		return
+	}
+	b.T.SendCurrent(topic, processor.Headers{
+		{Key: HeaderLateReason, Value: []byte("window closed: record later than window end plus grace")},
+		{Key: HeaderLateWindowStart, Value: []byte(strconv.FormatInt(start, 10))},
+		{Key: HeaderLateWindowEnd, Value: []byte(strconv.FormatInt(end, 10))},
+		{Key: HeaderLateStreamTime, Value: []byte(strconv.FormatInt(streamTime, 10))},
+	})
+}
