@@ -261,7 +261,9 @@ func (s *windowStore[K, V]) SetFlushListener(l FlushListener, sendOld bool) bool
 }
 
 // Serdes returns the store's key and value serdes and their topic.
-func (s *windowStore[K, V]) Serdes() (serde.Serde[K], serde.Serde[V], string) { return s.ks, s.vs, s.topic }
+func (s *windowStore[K, V]) Serdes() (serde.Serde[K], serde.Serde[V], string) {
+	return s.ks, s.vs, s.topic
+}
 
 // WindowBuilder builds window stores. Logged and persistent by default.
 type WindowBuilder[K, V any] struct {

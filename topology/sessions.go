@@ -163,4 +163,3 @@ func (n *sessionNode[K, V, VA]) Process(r processor.Record[K, V]) {
 		n.Fail(err)
 	}
 }
-

@@ -186,11 +186,11 @@ type timeWindowNode[K, V, VA any] struct {
 	// emitOnClose: forward each window once, when it closes.
 	emitOnClose bool
 	sendOld     *bool
-	cached    bool
-	windows   TimeWindows
-	first     func(K, V) VA
-	next      func(K, V, VA) VA
-	lateTopic string
+	cached      bool
+	windows     TimeWindows
+	first       func(K, V) VA
+	next        func(K, V, VA) VA
+	lateTopic   string
 }
 
 func (n *timeWindowNode[K, V, VA]) Init() (err error) {

@@ -206,7 +206,7 @@ type flatSession struct {
 }
 
 func (f *flatSession) Init(ctx processor.Context[string, string]) error { f.ctx = ctx; return nil }
-func (f *flatSession) Close() error                                    { return nil }
+func (f *flatSession) Close() error                                     { return nil }
 func (f *flatSession) Process(r processor.Record[serde.Windowed[string], int64]) error {
 	v := strconv.FormatInt(r.Value, 10)
 	if r.NullValue {
