@@ -62,7 +62,8 @@ func streamAggregate[K, V, VA any](g *KGroupedStream[K, V], m MaterializedOption
 			storeName: storeName, sendOld: &info.sendOld, first: first, next: next}, err
 	}), parent)
 	b.connect(n, storeName)
-	return &KTable[K, VA]{b: b, node: n, keySerde: pickSerde(m.keySerde, g.keySerde), valueSerde: pickSerde(m.valueSerde, vaSerde), store: storeName, info: info}
+	return &KTable[K, VA]{b: b, node: n, keySerde: pickSerde(m.keySerde, g.keySerde), valueSerde: pickSerde(m.valueSerde, vaSerde), store: storeName, info: info,
+		getter: storeGetter[K, VA](storeName)}
 }
 
 // Count counts the records of each key. Records with a null value are not

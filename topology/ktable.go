@@ -17,6 +17,54 @@ type KTable[K, V any] struct {
 	// are not materialized).
 	store string
 	info  *tableInfo
+	// getter reads the table's current value of a key, for joins; nil when
+	// the table cannot be read (a join result: materialize it first).
+	getter *getterSpec[K, V]
+}
+
+// valueGetter returns a table's current value and timestamp of a key.
+type valueGetter[K, V any] func(k K) (V, int64, bool, error)
+
+// getterSpec is how a task builds a table's value getter: from the store
+// the table (or the table it derives from) is materialized in.
+type getterSpec[K, V any] struct {
+	store string
+	build func(t *rt.Task) (valueGetter[K, V], error)
+}
+
+func storeGetter[K, V any](store string) *getterSpec[K, V] {
+	return &getterSpec[K, V]{store: store, build: func(t *rt.Task) (valueGetter[K, V], error) {
+		s, err := rt.Store[timestampedStore[K, V]](t, store)
+		if err != nil {
+			return nil, err
+		}
+		return func(k K) (V, int64, bool, error) {
+			v, ok, err := s.Get(k)
+			return v.Value, v.Timestamp, ok, err
+		}, nil
+	}}
+}
+
+// deriveGetter composes a parent's getter with a table operator.
+func deriveGetter[K, V, V2 any](p *getterSpec[K, V], f func(k K, v V) (V2, bool)) *getterSpec[K, V2] {
+	if p == nil {
+		return nil
+	}
+	return &getterSpec[K, V2]{store: p.store, build: func(t *rt.Task) (valueGetter[K, V2], error) {
+		g, err := p.build(t)
+		if err != nil {
+			return nil, err
+		}
+		return func(k K) (V2, int64, bool, error) {
+			var zero V2
+			v, ts, ok, err := g(k)
+			if err != nil || !ok {
+				return zero, ts, false, err
+			}
+			v2, ok := f(k, v)
+			return v2, ts, ok, nil
+		}, nil
+	}}
 }
 
 // tableInfo records whether downstream operators need a table's old values
@@ -24,12 +72,13 @@ type KTable[K, V any] struct {
 // nodes when they are built.
 type tableInfo struct {
 	sendOld bool
-	parent  *tableInfo // the table this one derives from without a store
+	parents []*tableInfo // the tables this one derives from without a store
 }
 
 func (i *tableInfo) enableSendOld() {
-	for t := i; t != nil; t = t.parent {
-		t.sendOld = true
+	i.sendOld = true
+	for _, p := range i.parents {
+		p.enableSendOld()
 	}
 }
 
@@ -83,7 +132,8 @@ func toTable[K, V any](b *Builder, parent *rt.NodeSpec, name, storeName string, 
 			storeName: storeName, sendOld: &info.sendOld}, err
 	}), parent)
 	b.connect(n, storeName)
-	return &KTable[K, V]{b: b, node: n, keySerde: pickSerde(mo.keySerde, ks), valueSerde: pickSerde(mo.valueSerde, vs), store: storeName, info: info}
+	return &KTable[K, V]{b: b, node: n, keySerde: pickSerde(mo.keySerde, ks), valueSerde: pickSerde(mo.valueSerde, vs), store: storeName, info: info,
+		getter: storeGetter[K, V](storeName)}
 }
 
 // ToTable reads the stream as a table: each record upserts its key, a
@@ -106,7 +156,7 @@ func (s *KStream[K, V]) ToTable(m ...MaterializedOptions[K, V]) *KTable[K, V] {
 // derive adds a table operator without a store.
 func deriveTable[K, V, K2, V2 any](t *KTable[K, V], name string, mk func(base rt.Base, fw fwd[K2, V2], sendOld *bool) rt.Node,
 	ks serde.Serde[K2], vs serde.Serde[V2]) *KTable[K2, V2] {
-	info := &tableInfo{parent: t.info}
+	info := &tableInfo{parents: []*tableInfo{t.info}}
 	n := t.b.add(processorSpec[K, change[V], K2, change[V2]](name, func(bc *rt.BuildCtx) (rt.Node, error) {
 		ch, err := rt.Children[K2, change[V2]](bc)
 		return mk(rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, fwd[K2, V2]{Children: ch}, &info.sendOld), err
@@ -133,14 +183,17 @@ func (t *KTable[K, V]) filter(pred func(K, V) bool, not bool, name []Named) *KTa
 		return &tableFilterNode[K, V]{Base: base, fw: fw, pred: pred, not: not, sendOld: sendOld}
 	}, t.keySerde, t.valueSerde)
 	out.info.enableSendOld()
+	out.getter = deriveGetter(t.getter, func(k K, v V) (V, bool) { return v, pred(k, v) != not })
 	return out
 }
 
 // TableMapValues maps each row's value.
 func TableMapValues[K, V, V2 any](t *KTable[K, V], f func(V) V2, name ...Named) *KTable[K, V2] {
-	return deriveTable(t, t.b.nameOr(nameOf(name), "KTABLE-MAPVALUES-"), func(base rt.Base, fw fwd[K, V2], sendOld *bool) rt.Node {
+	out := deriveTable(t, t.b.nameOr(nameOf(name), "KTABLE-MAPVALUES-"), func(base rt.Base, fw fwd[K, V2], sendOld *bool) rt.Node {
 		return &tableMapValuesNode[K, V, V2]{Base: base, fw: fw, f: func(_ K, v V) V2 { return f(v) }, sendOld: sendOld}
 	}, t.keySerde, nil)
+	out.getter = deriveGetter(t.getter, func(_ K, v V) (V2, bool) { return f(v), true })
+	return out
 }
 
 // ToStream turns the table's updates into a stream: one record per update,
@@ -213,7 +266,8 @@ func tableAggregate[K, V, VA any](g *KGroupedTable[K, V], m MaterializedOptions[
 			storeName: storeName, sendOld: &info.sendOld, first: first, add: add, sub: sub}, err
 	}), src)
 	b.connect(n, storeName)
-	return &KTable[K, VA]{b: b, node: n, keySerde: pickSerde(m.keySerde, g.keySerde), valueSerde: pickSerde(m.valueSerde, vaSerde), store: storeName, info: info}
+	return &KTable[K, VA]{b: b, node: n, keySerde: pickSerde(m.keySerde, g.keySerde), valueSerde: pickSerde(m.valueSerde, vaSerde), store: storeName, info: info,
+		getter: storeGetter[K, VA](storeName)}
 }
 
 // TableCount counts the rows of each group.

@@ -188,6 +188,33 @@ public final class Parity {
         }, outs("out", "string")));
     }
 
+    static {
+        SCENARIOS.put("stream-table-join", new Scenario(b -> {
+            KTable<String, String> users = b.table("users", Consumed.with(Serdes.String(), Serdes.String()), Materialized.as("users-store"));
+            KStream<String, String> clicks = b.stream("clicks", Consumed.with(Serdes.String(), Serdes.String()));
+            clicks.join(users, (click, region) -> click + "/" + region).to("inner");
+            clicks.leftJoin(users, (click, region) -> click + "/" + (region == null ? "?" : region)).to("left");
+        }, outs("inner", "string", "left", "string")));
+
+        SCENARIOS.put("table-table-join", new Scenario(b -> {
+            KTable<String, String> l = b.table("lt", Consumed.with(Serdes.String(), Serdes.String()), Materialized.as("lt-store"));
+            KTable<String, String> r = b.table("rt", Consumed.with(Serdes.String(), Serdes.String()), Materialized.as("rt-store"));
+            l.join(r, (a, c) -> a + "+" + c).toStream().to("inner");
+            l.leftJoin(r, (a, c) -> a + "+" + (c == null ? "?" : c)).toStream().to("left");
+            l.outerJoin(r, (a, c) -> (a == null ? "?" : a) + "+" + (c == null ? "?" : c)).toStream().to("outer");
+        }, outs("inner", "string", "left", "string", "outer", "string")));
+
+        SCENARIOS.put("stream-stream-join", new Scenario(b -> {
+            KStream<String, String> l = b.stream("ls", Consumed.with(Serdes.String(), Serdes.String()));
+            KStream<String, String> r = b.stream("rs", Consumed.with(Serdes.String(), Serdes.String()));
+            org.apache.kafka.streams.kstream.JoinWindows w =
+                org.apache.kafka.streams.kstream.JoinWindows.ofTimeDifferenceAndGrace(Duration.ofMillis(50), Duration.ofMillis(20));
+            l.join(r, (a, c) -> a + "+" + c, w).to("inner");
+            l.leftJoin(r, (a, c) -> a + "+" + (c == null ? "?" : c), w).to("left");
+            l.outerJoin(r, (a, c) -> (a == null ? "?" : a) + "+" + (c == null ? "?" : c), w).to("outer");
+        }, outs("inner", "string", "left", "string", "outer", "string")));
+    }
+
     public static void main(String[] args) throws IOException {
         Path dir = Path.of(args[0]);
         List<String> names = args.length > 1 ? Arrays.asList(args).subList(1, args.length) : new ArrayList<>(SCENARIOS.keySet());
