@@ -98,6 +98,7 @@ type windowStore[K, V any] struct {
 	// gone.
 	retention int64
 	expired   int64 // segments below this are deleted
+	observed  int64 // the largest window start written: fetches ignore what is past the retention from it
 }
 
 func (s *windowStore[K, V]) Name() string { return s.name }
@@ -118,6 +119,7 @@ func (s *windowStore[K, V]) Put(key K, start int64, value V) error {
 	if s.keys.seg(start) < s.expired {
 		return nil // the window's segment has expired: Kafka Streams drops the write too
 	}
+	s.observed = max(s.observed, start)
 	k, err := s.storageKey(key, start)
 	if err != nil {
 		return err
@@ -156,6 +158,7 @@ func (s *windowStore[K, V]) FetchRange(key K, from, to int64) ([]WindowEntry[V],
 	if err != nil {
 		return nil, err
 	}
+	from = max(from, s.observed-s.retention+1) // as Kafka Streams: past the retention is gone
 	var out []WindowEntry[V]
 	for seg := max(s.keys.seg(from), s.expired); seg <= s.keys.seg(to); seg++ {
 		prefix := appendKeyPart(appendTime(nil, seg), kb)

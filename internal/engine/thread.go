@@ -638,8 +638,10 @@ func (th *Thread) newRTTask(id processor.TaskID) (*rt.Task, error) {
 		},
 		Cache:     th.cache,
 		Collector: th,
-		WallClock: th.cfg.WallClock,
-		Handlers:  th.cfg.Handlers,
+		WallClock:             th.cfg.WallClock,
+		Handlers:              th.cfg.Handlers,
+		Log:                   th.log,
+		OuterJoinEmitInterval: 1000,
 	})
 }
 

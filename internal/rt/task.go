@@ -134,6 +134,10 @@ type TaskConfig struct {
 	Handlers  Handlers
 	// Log receives the task's logs. Default: none.
 	Log *zap.Logger
+	// OuterJoinEmitInterval throttles, in wall-clock milliseconds, how
+	// often stream–stream left and outer joins look for expired unmatched
+	// records (Kafka Streams: 1000; its test driver: 0).
+	OuterJoinEmitInterval int64
 }
 
 // Counters are a task's record counts, readable from any goroutine.
@@ -165,6 +169,7 @@ type Task struct {
 
 	punctStream []*schedule
 	punctWall   []*schedule
+	shared      map[string]any
 
 	err      error
 	closed   bool
@@ -421,6 +426,31 @@ func (t *Task) Send(rec *OutRecord) {
 		t.fail(fmt.Errorf("task %s: sending to %s: %w", t.id, rec.Topic, err))
 	}
 }
+
+// Shared returns the object the task's nodes share under key, made by mk
+// on first use (the two sides of a join share a time tracker).
+func (t *Task) Shared(key string, mk func() any) any {
+	if t.shared == nil {
+		t.shared = map[string]any{}
+	}
+	v, ok := t.shared[key]
+	if !ok {
+		v = mk()
+		t.shared[key] = v
+	}
+	return v
+}
+
+// WallClockNow is the wall-clock time the task's punctuators use.
+func (t *Task) WallClockNow() int64 {
+	if t.cfg.WallClock == nil {
+		return 0
+	}
+	return t.cfg.WallClock()
+}
+
+// OuterJoinEmitInterval is TaskConfig.OuterJoinEmitInterval.
+func (t *Task) OuterJoinEmitInterval() int64 { return t.cfg.OuterJoinEmitInterval }
 
 // SendCurrent writes the record being processed — its key and value as
 // read — to topic, with its headers and extra ones after them. Outside a

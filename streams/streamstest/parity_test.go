@@ -159,6 +159,15 @@ var scenarios = map[string]scenario{
 		topology.TableOuterJoin(l, r, func(a, c *string) string { return orQ(a) + "+" + orQ(c) }).ToStream().To("outer", topology.Produced(str, str))
 	}, []parityOut{{"inner", false}, {"left", false}, {"outer", false}}, successorOrder},
 
+	"stream-stream-join": {func(b *topology.Builder) {
+		l := topology.Stream(b, "ls", consumed())
+		r := topology.Stream(b, "rs", consumed())
+		w := topology.JoinTimeDifference(50*time.Millisecond, 20*time.Millisecond)
+		topology.JoinStream(l, r, func(a, c string) string { return a + "+" + c }, w).To("inner")
+		topology.LeftJoinStream(l, r, func(a string, c *string) string { return a + "+" + orQ(c) }, w).To("left")
+		topology.OuterJoinStream(l, r, func(a, c *string) string { return orQ(a) + "+" + orQ(c) }, w).To("outer")
+	}, []parityOut{{"inner", false}, {"left", false}, {"outer", false}}, successorOrder},
+
 	"totable": {func(b *topology.Builder) {
 		topology.Stream(b, "in", consumed()).ToTable(topology.Materialized[string, string]("tt")).ToStream().To("out")
 	}, []parityOut{{"out", false}}, ""},
