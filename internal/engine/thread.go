@@ -636,8 +636,8 @@ func (th *Thread) newRTTask(id processor.TaskID) (*rt.Task, error) {
 			}
 			return th.wsP
 		},
-		Cache:     th.cache,
-		Collector: th,
+		Cache:                 th.cache,
+		Collector:             th,
 		WallClock:             th.cfg.WallClock,
 		Handlers:              th.cfg.Handlers,
 		Log:                   th.log,
