@@ -45,7 +45,23 @@ func Stream[K, V any](b *Builder, topic string, c ConsumedOptions[K, V]) *KStrea
 // StreamTopics reads several topics as one stream.
 func StreamTopics[K, V any](b *Builder, topics []string, c ConsumedOptions[K, V]) *KStream[K, V] {
 	n := sourceNode(b, b.nameOr(c.name, "KSTREAM-SOURCE-"), topics, c.keySerde, c.valueSerde, false)
+	setExtractor(n, c.extractor)
 	return newStream(b, n, c.keySerde, c.valueSerde, false)
+}
+
+// setExtractor gives a source node its timestamp extractor.
+func setExtractor[K, V any](n *rt.NodeSpec, e TimestampExtractor[K, V]) {
+	if e == nil {
+		return
+	}
+	build := n.Build
+	n.Build = func(bc *rt.BuildCtx) (rt.Node, error) {
+		node, err := build(bc)
+		if src, ok := node.(*rt.SourceNodeOf[K, V]); ok {
+			src.Extract = e
+		}
+		return node, err
+	}
 }
 
 func sourceNode[K, V any](b *Builder, name string, topics []string, ks serde.Serde[K], vs serde.Serde[V], internal bool) *rt.NodeSpec {

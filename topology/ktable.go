@@ -114,6 +114,7 @@ func Table[K, V any](b *Builder, topic string, c ConsumedOptions[K, V], m ...Mat
 		storeName = b.newStoreName(topic + "-")
 	}
 	src := sourceNode(b, b.nameOr(c.name, "KSTREAM-SOURCE-"), []string{topic}, ks, vs, false)
+	setExtractor(src, c.extractor)
 	name := "KTABLE-SOURCE-"
 	if c.name != "" {
 		name = c.name + "-table-source"

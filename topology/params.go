@@ -1,8 +1,11 @@
 package topology
 
 import (
+	"fmt"
 	"maps"
 	"time"
+
+	"github.com/eddy-go/eddy/processor"
 
 	"github.com/eddy-go/eddy/serde"
 )
@@ -19,11 +22,51 @@ func nameOf(n []Named) string {
 	return ""
 }
 
-// ConsumedOptions are the parameters of a source: serdes and name.
+// ConsumedOptions are the parameters of a source: serdes, name, timestamp
+// extractor.
 type ConsumedOptions[K, V any] struct {
 	keySerde   serde.Serde[K]
 	valueSerde serde.Serde[V]
 	name       string
+	extractor  TimestampExtractor[K, V]
+}
+
+// TimestampExtractor gives a record its timestamp in milliseconds; the
+// record arrives with the Kafka record's timestamp. A negative result, or
+// an error, sends the record to the error handler: it is never processed
+// with a made-up time.
+type TimestampExtractor[K, V any] func(rec processor.Record[K, V]) (int64, error)
+
+// RecordTime uses the Kafka record's timestamp (the default).
+func RecordTime[K, V any]() TimestampExtractor[K, V] {
+	return func(rec processor.Record[K, V]) (int64, error) { return rec.Timestamp, nil }
+}
+
+// WallClockTime stamps each record with the time it is read (processing
+// time).
+func WallClockTime[K, V any]() TimestampExtractor[K, V] {
+	return func(processor.Record[K, V]) (int64, error) { return time.Now().UnixMilli(), nil }
+}
+
+// EventTime reads the timestamp from the record's value (event time).
+func EventTime[K, V any](f func(V) time.Time) TimestampExtractor[K, V] {
+	return func(rec processor.Record[K, V]) (int64, error) {
+		if rec.NullValue {
+			return rec.Timestamp, nil // deletions keep the Kafka timestamp
+		}
+		t := f(rec.Value)
+		if t.IsZero() {
+			return -1, fmt.Errorf("the value has no event time")
+		}
+		return t.UnixMilli(), nil
+	}
+}
+
+// WithTimestampExtractor sets how the source's records get their
+// timestamps (stream time, windows and joins follow them).
+func (c ConsumedOptions[K, V]) WithTimestampExtractor(e TimestampExtractor[K, V]) ConsumedOptions[K, V] {
+	c.extractor = e
+	return c
 }
 
 // Consumed returns source parameters with the key and value serdes.

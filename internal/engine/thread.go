@@ -286,6 +286,7 @@ func (th *Thread) poll() error {
 		if p == nil {
 			continue // a partition no longer ours
 		}
+		p.task.t.Prepare(r) // timestamps from extractors, for ordering
 		p.buf = append(p.buf, r)
 		th.Stats.Consumed.Add(1)
 	}

@@ -229,6 +229,15 @@ type SourceNodeOf[K, V any] struct {
 	Forwarder[K, V]
 	ks serde.Serde[K]
 	vs serde.Serde[V]
+	// Extract, when set, reads the record's timestamp from the record
+	// (event time); the Kafka timestamp is in rec.Timestamp.
+	Extract func(rec processor.Record[K, V]) (int64, error)
+}
+
+// sourcePrepared is a record a source decoded when it was buffered.
+type sourcePrepared[K, V any] struct {
+	rec processor.Record[K, V]
+	err error // a deserialization error: reported when processed
 }
 
 // NewSourceNode builds a source with the given serdes.
@@ -244,20 +253,51 @@ func NewSourceNode[K, V any](b *BuildCtx, ks serde.Serde[K], vs serde.Serde[V]) 
 // test driver's global stores and the like).
 func (s *SourceNodeOf[K, V]) Process(rec processor.Record[K, V]) { s.Forward(rec) }
 
-// ProcessRaw implements SourceNode.
-func (s *SourceNodeOf[K, V]) ProcessRaw(r *RawRecord) {
+func (s *SourceNodeOf[K, V]) decode(r *RawRecord) (processor.Record[K, V], error) {
 	rec := processor.Record[K, V]{Timestamp: r.Timestamp, Headers: r.Headers}
 	var err error
 	if rec.Key, err = s.ks.Deserialize(r.Topic, r.Key); err != nil {
-		s.T.HandleError(ErrDeserialization, s.NodeName,
-			&serde.Error{Op: "deserialize", Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, IsKey: true, Err: err})
-		return
+		return rec, &serde.Error{Op: "deserialize", Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, IsKey: true, Err: err}
 	}
 	if r.Value == nil {
 		rec.NullValue = true
 	} else if rec.Value, err = s.vs.Deserialize(r.Topic, r.Value); err != nil {
-		s.T.HandleError(ErrDeserialization, s.NodeName,
-			&serde.Error{Op: "deserialize", Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err})
+		return rec, &serde.Error{Op: "deserialize", Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}
+	}
+	return rec, nil
+}
+
+// Prepare implements Preparer for sources with a timestamp extractor.
+func (s *SourceNodeOf[K, V]) Prepare(r *RawRecord) (any, int64, error) {
+	if s.Extract == nil {
+		return nil, r.Timestamp, nil
+	}
+	rec, err := s.decode(r)
+	if err != nil {
+		return &sourcePrepared[K, V]{err: err}, r.Timestamp, nil
+	}
+	ts, err := s.Extract(rec)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: the timestamp extractor of %s: %w", ErrInvalidTimestamp, s.NodeName, err)
+	}
+	if ts < 0 {
+		return nil, 0, fmt.Errorf("%w %d from the timestamp extractor of %s", ErrInvalidTimestamp, ts, s.NodeName)
+	}
+	rec.Timestamp = ts
+	return &sourcePrepared[K, V]{rec: rec}, ts, nil
+}
+
+// ProcessRaw implements SourceNode.
+func (s *SourceNodeOf[K, V]) ProcessRaw(r *RawRecord) {
+	var rec processor.Record[K, V]
+	var err error
+	if p, ok := r.decoded.(*sourcePrepared[K, V]); ok {
+		rec, err = p.rec, p.err
+	} else {
+		rec, err = s.decode(r)
+	}
+	if err != nil {
+		s.T.HandleError(ErrDeserialization, s.NodeName, err)
 		return
 	}
 	s.Forward(rec)

@@ -21,6 +21,23 @@ type RawRecord struct {
 	Value     []byte // nil: Kafka null
 	Timestamp int64  // milliseconds; set by the timestamp extractor
 	Headers   processor.Headers
+
+	// prepared holds what Prepare found: the decoded record (so the source
+	// does not decode it again) or why it cannot be processed.
+	decoded  any
+	badTime  error
+	prepared bool
+}
+
+// ErrInvalidTimestamp reports a record whose timestamp is negative (Kafka's
+// "no timestamp") or that a timestamp extractor refused.
+var ErrInvalidTimestamp = errors.New("invalid timestamp")
+
+// Preparer is a source that reads a record's timestamp from its content:
+// it decodes the record when it is buffered, so records can be ordered by
+// that timestamp before they are processed.
+type Preparer interface {
+	Prepare(r *RawRecord) (decoded any, ts int64, err error)
 }
 
 // OutRecord is a record a task writes: sink output, changelog writes and
@@ -331,6 +348,33 @@ func (t *Task) fail(err error) {
 	}
 }
 
+// Prepare sets the record's timestamp from its source's timestamp
+// extractor, if the source has one; runtimes call it when they buffer a
+// record, before choosing the next record by timestamp.
+func (t *Task) Prepare(r *RawRecord) {
+	if r.prepared {
+		return
+	}
+	r.prepared = true
+	src, ok := t.sources[r.Topic]
+	if !ok {
+		return
+	}
+	p, ok := src.(Preparer)
+	if !ok {
+		return
+	}
+	decoded, ts, err := p.Prepare(r)
+	if err != nil {
+		r.badTime = err
+		return
+	}
+	r.decoded, r.Timestamp = decoded, ts
+}
+
+// Decoded returns what Prepare decoded, if anything.
+func (r *RawRecord) Decoded() any { return r.decoded }
+
 // Process runs one record through the source that reads its topic, then
 // fires due stream-time punctuators. It returns the error that failed the
 // task (a handler said Fail).
@@ -349,6 +393,18 @@ func (t *Task) Process(r *RawRecord) error {
 	}
 	t.curRaw = r
 	t.inRecord = true
+	t.Prepare(r)
+	if r.badTime == nil && r.Timestamp < 0 {
+		r.badTime = fmt.Errorf("%w %d (no timestamp, or a negative one)", ErrInvalidTimestamp, r.Timestamp)
+	}
+	if r.badTime != nil {
+		// Never processed with a made-up time: the handler decides.
+		t.HandleError(ErrDeserialization, "", r.badTime)
+		t.inRecord = false
+		t.curRaw = nil
+		t.Counters.Processed.Add(1)
+		return t.err
+	}
 	if r.Timestamp > t.streamTime {
 		t.streamTime = r.Timestamp
 	}

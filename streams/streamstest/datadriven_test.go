@@ -84,7 +84,7 @@ func TestDSL(t *testing.T) {
 						ot := streamstest.Output(d, o.topic, str, str)
 						outs[o.topic] = func() (l []string) {
 							for _, r := range ot.ReadRecords() {
-								l = append(l, line(o.topic, r.Key, r.Value, r.NullValue, r.Timestamp))
+								l = append(l, line(o.topic, r.Key, r.Value, r.NullValue, r.Timestamp)+headers(r.Headers))
 							}
 							return l
 						}
@@ -155,6 +155,14 @@ func TestDSL(t *testing.T) {
 	})
 }
 
+func headers(h processor.Headers) string {
+	var b strings.Builder
+	for _, x := range h {
+		fmt.Fprintf(&b, " %s=%s", x.Key, x.Value)
+	}
+	return b.String()
+}
+
 func written(sc scenario, outs map[string]func() []string) string {
 	var l []string
 	for _, o := range sc.outputs {
@@ -166,8 +174,32 @@ func written(sc scenario, outs map[string]func() []string) string {
 	return strings.Join(l, "\n")
 }
 
+type reading struct {
+	At    int64 `json:"at"`
+	Value int   `json:"value"`
+}
+
 // dslScenarios are topologies used only by the datadriven tests.
 var dslScenarios = map[string]scenario{
+	// Event time from the value, tumbling windows emitted on close, late
+	// records to a topic.
+	"event-time": {func(b *topology.Builder) {
+		in := topology.Stream(b, "readings", topology.Consumed(str, serde.JSON[reading]()).
+			WithTimestampExtractor(topology.EventTime[string](func(r reading) time.Time {
+				if r.At == 0 {
+					return time.Time{} // no event time
+				}
+				return time.UnixMilli(r.At)
+			})))
+		w := in.GroupByKey(topology.Grouped(str, serde.JSON[reading]())).
+			WindowedBy(topology.TumblingWindows(100*time.Millisecond, 10*time.Millisecond)).EmitOnWindowClose().LateRecords("late")
+		t := topology.WindowedAggregate(w, func() int64 { return 0 }, func(_ string, r reading, sum int64) int64 { return sum + int64(r.Value) },
+			topology.Materialized[string, int64]("sums").WithSerdes(str, serde.Int64()))
+		topology.Map(t.ToStream(), func(k serde.Windowed[string], v int64) (string, string) {
+			return fmt.Sprintf("%s@%d/%d", k.Key, k.Window.Start, k.Window.End), strconv.FormatInt(v, 10)
+		}).To("out", topology.Produced(str, str))
+	}, []parityOut{{"out", false}, {"late", false}}, ""},
+
 	// A Processor-API topology: a processor counting per key in its own
 	// store, forwarding to a named child, with punctuators on both clocks.
 	"papi": {func(b *topology.Builder) {

@@ -60,7 +60,7 @@ func oracleRun(t *testing.T, cache int64, seed uint64) {
 	for i := range 3000 {
 		k := "k" + strconv.Itoa(rng.IntN(40))
 		v := rng.Int64N(1000)
-		ts := int64(i*10) - rng.Int64N(500) // out of order
+		ts := 1000 + int64(i*10) - rng.Int64N(500) // out of order
 		if rng.IntN(10) == 0 {
 			evIn.PipeRecord(processor.Record[string, int64]{Key: k, NullValue: true, Timestamp: ts})
 			rowIn.PipeRecord(processor.Record[string, int64]{Key: k, NullValue: true, Timestamp: ts})
