@@ -1,8 +1,11 @@
 package stores
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/eddy-go/eddy/serde"
@@ -30,7 +33,8 @@ type WindowStore[K, V any] interface {
 	Fetch(key K, start int64) (V, bool, error)
 	// FetchRange returns key's windows with starts in [from, to], in order.
 	FetchRange(key K, from, to int64) ([]WindowEntry[V], error)
-	// FetchAll returns every key's windows with starts in [from, to].
+	// FetchAll returns every key's windows with starts in [from, to],
+	// ordered by start, then serialized key.
 	FetchAll(from, to int64) ([]KeyWindowEntry[K, V], error)
 	// ExpireBefore drops the segments whose windows all start before t
 	// minus the retention.
@@ -188,6 +192,7 @@ func (s *windowStore[K, V]) FetchRange(key K, from, to int64) ([]WindowEntry[V],
 
 func (s *windowStore[K, V]) FetchAll(from, to int64) ([]KeyWindowEntry[K, V], error) {
 	var out []KeyWindowEntry[K, V]
+	var keys [][]byte // serialized, for ordering
 	lo := appendTime(nil, max(s.keys.seg(from), s.expired))
 	hi := appendTime(nil, s.keys.seg(to)+1)
 	it := s.under.Iter(lo, hi, false)
@@ -206,8 +211,28 @@ func (s *windowStore[K, V]) FetchAll(from, to int64) ([]KeyWindowEntry[K, V], er
 			return nil, err
 		}
 		out = append(out, KeyWindowEntry[K, V]{Key: k, Start: start, Value: v})
+		keys = append(keys, kb)
 	}
-	return out, it.Err()
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	// Segments hold keys in key order; windows come out in time order, as
+	// from Kafka Streams' time-ordered window store.
+	idx := make([]int, len(out))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		if c := cmp.Compare(out[a].Start, out[b].Start); c != 0 {
+			return c
+		}
+		return bytes.Compare(keys[a], keys[b])
+	})
+	sorted := make([]KeyWindowEntry[K, V], len(out))
+	for i, j := range idx {
+		sorted[i] = out[j]
+	}
+	return sorted, nil
 }
 
 // emitKey is where a window store keeps how far its closed windows were

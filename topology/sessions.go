@@ -39,7 +39,7 @@ func (g *KGroupedStream[K, V]) WindowedBySession(w SessionWindows) *SessionWindo
 }
 
 // LateRecords writes records too late for their session to topic, as
-// TimeWindowedStream.LateRecords.
+// WindowedStream.LateRecords.
 func (s *SessionWindowedStream[K, V]) LateRecords(topic string) *SessionWindowedStream[K, V] {
 	s.lateTopic = topic
 	return s

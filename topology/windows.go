@@ -13,40 +13,103 @@ import (
 	"github.com/eddy-go/eddy/stores"
 )
 
-// TimeWindows are fixed-size windows: tumbling (advance = size) or hopping
-// (advance < size), aligned to the epoch, with a grace period for
-// out-of-order records. A window [start, start+size) closes when stream
-// time reaches its end plus grace; records for closed windows are late.
-type TimeWindows struct {
+// Windows say how a grouped stream is cut into windows: by time (tumbling,
+// hopping or sliding, each with a grace period for out-of-order records) or
+// by count (every N records per key). Build them with TumblingWindows,
+// HoppingWindows, SlidingWindows, CountWindows or HoppingCountWindows.
+//
+// A time window closes when stream time passes its end plus grace; records
+// for closed windows are late (see WindowedStream.LateRecords).
+type Windows struct {
+	kind                 windowKind
 	size, advance, grace int64
 }
 
-// TumblingWindows returns tumbling windows of size with a grace period.
-func TumblingWindows(size, grace time.Duration) TimeWindows {
-	return TimeWindows{size.Milliseconds(), size.Milliseconds(), grace.Milliseconds()}
+type windowKind uint8
+
+const (
+	fixedTimeWindows windowKind = iota // tumbling and hopping
+	slidingWindows
+	countWindows
+)
+
+// TumblingWindows returns windows [start, start+size) of size, aligned to
+// the epoch, that do not overlap, with a grace period.
+func TumblingWindows(size, grace time.Duration) Windows {
+	return Windows{fixedTimeWindows, size.Milliseconds(), size.Milliseconds(), grace.Milliseconds()}
 }
 
-// HoppingWindows returns windows of size starting every advance.
-func HoppingWindows(size, advance, grace time.Duration) TimeWindows {
-	return TimeWindows{size.Milliseconds(), advance.Milliseconds(), grace.Milliseconds()}
+// HoppingWindows returns windows [start, start+size) of size starting
+// every advance (aligned to the epoch), so a record falls into size/advance
+// windows.
+func HoppingWindows(size, advance, grace time.Duration) Windows {
+	return Windows{fixedTimeWindows, size.Milliseconds(), advance.Milliseconds(), grace.Milliseconds()}
 }
 
-func (w TimeWindows) validate() error {
-	if w.size <= 0 || w.advance <= 0 || w.advance > w.size || w.grace < 0 {
-		return fmt.Errorf("time windows need 0 < advance <= size and grace >= 0 (size %dms, advance %dms, grace %dms)", w.size, w.advance, w.grace)
+// SlidingWindows returns Kafka Streams' sliding windows: windows
+// [start, start+timeDifference] (both ends inclusive) that slide with the
+// records, so each distinct set of a key's records no further apart than
+// timeDifference is aggregated once. Results are keyed by windows whose
+// End is Start+timeDifference.
+func SlidingWindows(timeDifference, grace time.Duration) Windows {
+	d := timeDifference.Milliseconds()
+	return Windows{slidingWindows, d, d, grace.Milliseconds()}
+}
+
+// CountWindows returns windows of n records per key that do not overlap:
+// a key's records 0..n-1, n..2n-1, and so on. Kafka Streams has no count
+// windows. A result's window Start and End are the record numbers (per
+// key, from 0) it covers, [Start, End); its timestamp is the largest of its
+// records'. Count windows never close by time, so they have no late
+// records; with EmitOnWindowClose a window is emitted once it is full.
+func CountWindows(n int64) Windows {
+	return Windows{countWindows, n, n, 0}
+}
+
+// HoppingCountWindows returns windows of n records per key starting every
+// advance records, as HoppingWindows by record number.
+func HoppingCountWindows(n, advance int64) Windows {
+	return Windows{countWindows, n, advance, 0}
+}
+
+func (w Windows) validate() error {
+	switch w.kind {
+	case slidingWindows:
+		if w.size <= 0 || w.grace < 0 {
+			return fmt.Errorf("sliding windows need a positive time difference and grace >= 0 (time difference %dms, grace %dms)", w.size, w.grace)
+		}
+	case countWindows:
+		if w.size <= 0 || w.advance <= 0 || w.advance > w.size {
+			return fmt.Errorf("count windows need 0 < advance <= n (n %d, advance %d)", w.size, w.advance)
+		}
+	default:
+		if w.size <= 0 || w.advance <= 0 || w.advance > w.size || w.grace < 0 {
+			return fmt.Errorf("time windows need 0 < advance <= size and grace >= 0 (size %dms, advance %dms, grace %dms)", w.size, w.advance, w.grace)
+		}
 	}
 	return nil
 }
 
-// windowsFor returns the starts of the windows containing ts, ascending,
-// as Kafka Streams' TimeWindows.windowsFor.
-func (w TimeWindows) windowsFor(ts int64) []int64 {
+// windowsFor returns the starts of the windows containing ts (or record
+// number ts), ascending, as Kafka Streams' TimeWindows.windowsFor.
+func (w Windows) windowsFor(ts int64) []int64 {
 	start := max(0, ts-w.size+w.advance) / w.advance * w.advance
 	var out []int64
 	for ; start <= ts; start += w.advance {
 		out = append(out, start)
 	}
 	return out
+}
+
+// closedUpTo returns the start of the last window that is closed at
+// closeTime (stream time minus grace): fixed windows [start, start+size)
+// close when their end is at most closeTime, sliding windows (end
+// inclusive) when their end is before it.
+func (w Windows) closedUpTo(closeTime int64) int64 {
+	if w.kind == slidingWindows {
+		return closeTime - w.size - 1
+	}
+	return closeTime - w.size
 }
 
 // LateRecordHeaders are the headers eddy adds to a record it writes to a
@@ -65,19 +128,19 @@ type windowOpts struct {
 	name        string
 }
 
-// TimeWindowedStream is a grouped stream cut into time windows.
-type TimeWindowedStream[K, V any] struct {
+// WindowedStream is a grouped stream cut into windows.
+type WindowedStream[K, V any] struct {
 	g *KGroupedStream[K, V]
-	w TimeWindows
+	w Windows
 	windowOpts
 }
 
-// WindowedBy cuts the grouped stream into time windows.
-func (g *KGroupedStream[K, V]) WindowedBy(w TimeWindows) *TimeWindowedStream[K, V] {
+// WindowedBy cuts the grouped stream into windows.
+func (g *KGroupedStream[K, V]) WindowedBy(w Windows) *WindowedStream[K, V] {
 	if err := w.validate(); err != nil {
 		g.s.b.errorf("WindowedBy after %q: %v", g.s.node.Name, err)
 	}
-	return &TimeWindowedStream[K, V]{g: g, w: w}
+	return &WindowedStream[K, V]{g: g, w: w}
 }
 
 // EmitOnWindowClose emits each window's result once, when the window
@@ -85,7 +148,7 @@ func (g *KGroupedStream[K, V]) WindowedBy(w TimeWindows) *TimeWindowedStream[K, 
 // update: Kafka Streams' suppress(untilWindowCloses) /
 // EmitStrategy.onWindowClose. Progress is kept in a changelogged store, so
 // a final result is emitted once across restarts.
-func (s *TimeWindowedStream[K, V]) EmitOnWindowClose() *TimeWindowedStream[K, V] {
+func (s *WindowedStream[K, V]) EmitOnWindowClose() *WindowedStream[K, V] {
 	s.emitOnClose = true
 	return s
 }
@@ -94,20 +157,20 @@ func (s *TimeWindowedStream[K, V]) EmitOnWindowClose() *TimeWindowedStream[K, V]
 // topic, unchanged, with headers saying why, which window and the stream
 // time. They are counted and logged in any case; Kafka Streams only drops
 // them.
-func (s *TimeWindowedStream[K, V]) LateRecords(topic string) *TimeWindowedStream[K, V] {
+func (s *WindowedStream[K, V]) LateRecords(topic string) *WindowedStream[K, V] {
 	s.lateTopic = topic
 	return s
 }
 
 // WindowedCount counts each key's records per window.
-func WindowedCount[K, V any](s *TimeWindowedStream[K, V], m ...MaterializedOptions[K, int64]) *KTable[serde.Windowed[K], int64] {
+func WindowedCount[K, V any](s *WindowedStream[K, V], m ...MaterializedOptions[K, int64]) *KTable[serde.Windowed[K], int64] {
 	return timeWindowAggregate(s, materializedOr(m), serde.Int64(),
 		func(K, V) int64 { return 1 },
 		func(_ K, _ V, n int64) int64 { return n + 1 }, "KSTREAM-AGGREGATE-")
 }
 
 // WindowedAggregate folds each key's values per window, from init().
-func WindowedAggregate[K, V, VA any](s *TimeWindowedStream[K, V], init func() VA, aggregator func(K, V, VA) VA, m ...MaterializedOptions[K, VA]) *KTable[serde.Windowed[K], VA] {
+func WindowedAggregate[K, V, VA any](s *WindowedStream[K, V], init func() VA, aggregator func(K, V, VA) VA, m ...MaterializedOptions[K, VA]) *KTable[serde.Windowed[K], VA] {
 	return timeWindowAggregate(s, materializedOr(m), nil,
 		func(k K, v V) VA { return aggregator(k, v, init()) }, aggregator, "KSTREAM-AGGREGATE-")
 }
@@ -115,7 +178,7 @@ func WindowedAggregate[K, V, VA any](s *TimeWindowedStream[K, V], init func() VA
 // WindowedReduce combines each key's values per window. (A function, not a
 // method: Go forbids methods whose result nests the receiver's type
 // parameters, as Windowed[K] does.)
-func WindowedReduce[K, V any](s *TimeWindowedStream[K, V], reducer func(agg, v V) V, m ...MaterializedOptions[K, V]) *KTable[serde.Windowed[K], V] {
+func WindowedReduce[K, V any](s *WindowedStream[K, V], reducer func(agg, v V) V, m ...MaterializedOptions[K, V]) *KTable[serde.Windowed[K], V] {
 	return timeWindowAggregate(s, materializedOr(m), s.g.valueSerde,
 		func(_ K, v V) V { return v },
 		func(_ K, v V, agg V) V { return reducer(agg, v) }, "KSTREAM-REDUCE-")
@@ -134,8 +197,11 @@ func (g *KGroupedStream[K, V]) parentFor(storeName string) *rt.NodeSpec {
 	return repartition(g.s.b, g.s.node, prefix, g.keySerde, g.valueSerde, 0)
 }
 
-func timeWindowAggregate[K, V, VA any](s *TimeWindowedStream[K, V], m MaterializedOptions[K, VA], vaSerde serde.Serde[VA],
+func timeWindowAggregate[K, V, VA any](s *WindowedStream[K, V], m MaterializedOptions[K, VA], vaSerde serde.Serde[VA],
 	first func(K, V) VA, next func(K, V, VA) VA, prefix string) *KTable[serde.Windowed[K], VA] {
+	if s.w.kind == countWindows {
+		return countWindowAggregate(s, m, vaSerde, first, next, prefix)
+	}
 	g := s.g
 	b := g.s.b
 	storeName := m.name
@@ -146,6 +212,11 @@ func timeWindowAggregate[K, V, VA any](s *TimeWindowedStream[K, V], m Materializ
 	parent := g.parentFor(storeName)
 	ks, vs := pickSerde(m.keySerde, g.keySerde), pickSerde(m.valueSerde, vaSerde)
 	retention := time.Duration(s.w.size+s.w.grace) * time.Millisecond
+	if s.w.kind == slidingWindows {
+		// A record reads the windows up to 2d before it (the window
+		// before its left window), as in Kafka Streams.
+		retention = time.Duration(2*s.w.size+s.w.grace) * time.Millisecond
+	}
 	if m.retention > retention {
 		retention = m.retention
 	}
@@ -187,7 +258,7 @@ type timeWindowNode[K, V, VA any] struct {
 	emitOnClose bool
 	sendOld     *bool
 	cached      bool
-	windows     TimeWindows
+	windows     Windows
 	first       func(K, V) VA
 	next        func(K, V, VA) VA
 	lateTopic   string
@@ -249,6 +320,10 @@ func (n *timeWindowNode[K, V, VA]) Process(r processor.Record[K, V]) {
 	}
 	streamTime := n.T.StreamTime()
 	closeTime := streamTime - n.windows.grace
+	if n.windows.kind == slidingWindows {
+		n.processSliding(r, streamTime, closeTime)
+		return
+	}
 	for _, start := range n.windows.windowsFor(r.Timestamp) {
 		end := start + n.windows.size
 		if end <= closeTime {
@@ -281,6 +356,12 @@ func (n *timeWindowNode[K, V, VA]) Process(r processor.Record[K, V]) {
 				Key: serde.Windowed[K]{Key: r.Key, Window: serde.Window{Start: start, End: end}}, Value: c, Timestamp: ts, Headers: r.Headers})
 		}
 	}
+	n.afterProcess(streamTime, closeTime)
+}
+
+// afterProcess emits the windows that closed (EmitOnWindowClose) and
+// expires old segments.
+func (n *timeWindowNode[K, V, VA]) afterProcess(streamTime, closeTime int64) {
 	if n.emitOnClose {
 		n.emitClosed(closeTime)
 	}
@@ -292,8 +373,7 @@ func (n *timeWindowNode[K, V, VA]) Process(r processor.Record[K, V]) {
 // emitClosed forwards the final result of every window that closed since
 // the last emission, in store order, and remembers how far it got.
 func (n *timeWindowNode[K, V, VA]) emitClosed(closeTime int64) {
-	// Windows [start, start+size) with start+size <= closeTime are closed.
-	upTo := closeTime - n.windows.size
+	upTo := n.windows.closedUpTo(closeTime)
 	if upTo < 0 {
 		return
 	}

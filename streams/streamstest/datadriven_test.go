@@ -200,6 +200,28 @@ var dslScenarios = map[string]scenario{
 		}).To("out", topology.Produced(str, str))
 	}, []parityOut{{"out", false}, {"late", false}}, ""},
 
+	// Count windows (eddy only): tumbling windows of 3 records per key
+	// emitted on every update to "out", hopping windows of 4 records every
+	// 2 emitted once full to "full".
+	"count-windows": {func(b *topology.Builder) {
+		g := topology.Stream(b, "in", consumed()).GroupByKey()
+		concat := func(_ string, v, agg string) string { return agg + v }
+		flat := func(wk serde.Windowed[string], v string) (string, string) {
+			return fmt.Sprintf("%s@%d/%d", wk.Key, wk.Window.Start, wk.Window.End), v
+		}
+		t := topology.WindowedAggregate(g.WindowedBy(topology.CountWindows(3)), func() string { return "" }, concat,
+			topology.Materialized[string, string]("every-3").WithSerdes(str, str))
+		topology.Map(t.ToStream(), flat).To("out", topology.Produced(str, str))
+		h := topology.WindowedReduce(g.WindowedBy(topology.HoppingCountWindows(4, 2)).EmitOnWindowClose(),
+			func(agg, v string) string { return agg + v }, topology.Materialized[string, string]("four-by-two"))
+		topology.Map(h.ToStream(), flat).To("full", topology.Produced(str, str))
+	}, []parityOut{{"out", false}, {"full", false}}, ""},
+
+	"count-windows-late": {func(b *topology.Builder) {
+		g := topology.Stream(b, "in", consumed()).GroupByKey()
+		topology.WindowedCount(g.WindowedBy(topology.CountWindows(3)).LateRecords("late"))
+	}, nil, ""},
+
 	// A Processor-API topology: a processor counting per key in its own
 	// store, forwarding to a named child, with punctuators on both clocks.
 	"papi": {func(b *topology.Builder) {

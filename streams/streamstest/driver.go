@@ -282,6 +282,15 @@ func (d *Driver) Counters() (processed, skipped, deadLettered int64) {
 	return
 }
 
+// LateRecords returns how many records arrived after their window closed
+// (counted once per window they missed).
+func (d *Driver) LateRecords() (n int64) {
+	for _, t := range d.tasks {
+		n += t.Counters.Late.Load()
+	}
+	return n
+}
+
 // Close closes the tasks and stores. Writes not committed are dropped.
 func (d *Driver) Close() error {
 	if d.closed {

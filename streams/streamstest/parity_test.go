@@ -134,6 +134,22 @@ var scenarios = map[string]scenario{
 			topology.Materialized[string, int64]("sw")))
 	}, []parityOut{{"out", true}}, "Kafka Streams' suppress() is a separate node with its own buffer store; eddy's EmitOnWindowClose emits from the window store, as EmitStrategy.onWindowClose"},
 
+	"sliding-aggregate": {func(b *topology.Builder) {
+		g := topology.Stream(b, "in", consumed()).GroupByKey()
+		t := topology.WindowedAggregate(g.WindowedBy(topology.SlidingWindows(50*time.Millisecond, 30*time.Millisecond)),
+			func() string { return "" }, func(_ string, v, agg string) string { return agg + v },
+			topology.Materialized[string, string]("sl").WithSerdes(str, str))
+		topology.Map(t.ToStream(), func(wk serde.Windowed[string], v string) (string, string) {
+			return fmt.Sprintf("%s@%d/%d", wk.Key, wk.Window.Start, wk.Window.End), v
+		}).To("out", topology.Produced(str, str))
+	}, []parityOut{{"out", false}}, ""},
+
+	"sliding-emit-on-close": {func(b *topology.Builder) {
+		g := topology.Stream(b, "in", consumed()).GroupByKey()
+		flatWindowed(topology.WindowedCount(g.WindowedBy(topology.SlidingWindows(50*time.Millisecond, 30*time.Millisecond)).EmitOnWindowClose(),
+			topology.Materialized[string, int64]("sc")))
+	}, []parityOut{{"out", true}}, ""},
+
 	"session-count": {func(b *topology.Builder) {
 		g := topology.Stream(b, "in", consumed()).GroupByKey()
 		t := topology.SessionCount(g.WindowedBySession(topology.Sessions(30*time.Millisecond, 20*time.Millisecond)),

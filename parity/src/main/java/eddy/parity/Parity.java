@@ -26,6 +26,7 @@ import java.time.Duration;
 import org.apache.kafka.streams.kstream.Branched;
 import org.apache.kafka.streams.kstream.EmitStrategy;
 import org.apache.kafka.streams.kstream.SessionWindows;
+import org.apache.kafka.streams.kstream.SlidingWindows;
 import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
@@ -175,6 +176,24 @@ public final class Parity {
                 .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(20)))
                 .count(Materialized.as("sw"))
                 .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
+                .toStream().map(Parity::flat).to("out", Produced.with(Serdes.String(), Serdes.Long()));
+        }, outs("out", "long")));
+
+        SCENARIOS.put("sliding-aggregate", new Scenario(b -> {
+            b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
+                .groupByKey()
+                .windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(Duration.ofMillis(50), Duration.ofMillis(30)))
+                .aggregate(() -> "", (k, v, agg) -> agg + v, Materialized.as("sl"))
+                .toStream().map((wk, v) -> KeyValue.pair(wk.key() + "@" + wk.window().start() + "/" + wk.window().end(), v))
+                .to("out", Produced.with(Serdes.String(), Serdes.String()));
+        }, outs("out", "string")));
+
+        SCENARIOS.put("sliding-emit-on-close", new Scenario(b -> {
+            b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
+                .groupByKey()
+                .windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(Duration.ofMillis(50), Duration.ofMillis(30)))
+                .emitStrategy(EmitStrategy.onWindowClose())
+                .count(Materialized.as("sc"))
                 .toStream().map(Parity::flat).to("out", Produced.with(Serdes.String(), Serdes.Long()));
         }, outs("out", "long")));
 
