@@ -191,6 +191,10 @@ type ChangelogRecord struct {
 // write. For timestamped stores the record timestamp is stored in front of
 // the value, as the store layers expect.
 func Restore(b Backend, task, store string, timestamped bool, recs []ChangelogRecord, nextOffset int64) error {
+	return restore(b, task, store, offsetKey(task, store), timestamped, recs, nextOffset)
+}
+
+func restore(b Backend, task, store string, offKey []byte, timestamped bool, recs []ChangelogRecord, nextOffset int64) error {
 	prefix := DataPrefix(task, store)
 	var batch Batch
 	for _, r := range recs {
@@ -204,7 +208,47 @@ func Restore(b Backend, task, store string, timestamped bool, recs []ChangelogRe
 			batch.Set(k, r.Value)
 		}
 	}
-	batch.Set(offsetKey(task, store), encodeOffset(nextOffset))
+	batch.Set(offKey, encodeOffset(nextOffset))
+	return b.Apply(&batch)
+}
+
+// GlobalTask is the task id under which global stores live: one copy per
+// instance, written by the global reader, read by every task.
+const GlobalTask = "global"
+
+// globalOffsetKey is where a global store keeps the next offset to read of
+// one partition of its topic (0x01 cannot occur in a store name).
+func globalOffsetKey(store string, partition int32) []byte {
+	return binary.BigEndian.AppendUint32(offsetKey(GlobalTask, store+"\x01"), uint32(partition))
+}
+
+// ApplyGlobal writes records read from one partition of a global table's
+// topic into its store (values prefixed with their timestamps), together
+// with the next offset to read, in one atomic write.
+func ApplyGlobal(b Backend, store string, partition int32, recs []ChangelogRecord, nextOffset int64) error {
+	return restore(b, GlobalTask, store, globalOffsetKey(store, partition), true, recs, nextOffset)
+}
+
+// GlobalOffset returns the next offset to read of one partition of a global
+// store's topic, and false when the store never read it.
+func GlobalOffset(b Backend, store string, partition int32) (int64, bool, error) {
+	v, ok, err := b.Get(globalOffsetKey(store, partition))
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	if len(v) != 8 {
+		return 0, false, fmt.Errorf("stores: corrupt offset for global store %s partition %d (%d bytes)", store, partition, len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), true, nil
+}
+
+// DropGlobal deletes a global store and the offsets it read to.
+func DropGlobal(b Backend, store string) error {
+	p := DataPrefix(GlobalTask, store)
+	o := offsetKey(GlobalTask, store+"\x01")
+	var batch Batch
+	batch.DeleteRange(p, prefixEnd(p))
+	batch.DeleteRange(o, prefixEnd(o))
 	return b.Apply(&batch)
 }
 

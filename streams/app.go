@@ -59,6 +59,7 @@ type App struct {
 	ran          bool
 	err          error
 	threads      []*engine.Thread
+	globals      *engine.GlobalReader
 }
 
 // New checks cfg and returns an App for top. Nothing connects to Kafka
@@ -194,6 +195,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		Consumer:           a.clientConfig(a.consumerConfig()),
 		Producer:           a.clientConfig(a.producerConfig()),
 		Restore:            a.clientConfig(a.restoreConfig()),
+		Global:             a.clientConfig(a.globalConfig()),
 		Admin:              admin,
 		Log:                a.log,
 		Pebble:             pebble,
@@ -205,7 +207,16 @@ func (a *App) Run(ctx context.Context) (err error) {
 		NewConsumer:        kclient.NewConsumer,
 		NewProducer:        kclient.NewProducer,
 	}
+	// Global tables are read in full before any thread processes.
+	globals := engine.NewGlobalReader(ecfg)
+	if err := globals.Bootstrap(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // closed while starting
+		}
+		return fmt.Errorf("streams: reading global tables: %w", err)
+	}
 	a.mu.Lock()
+	a.globals = globals
 	a.threadStates = make([]engine.ThreadState, a.cfg.NumStreamThreads)
 	for i := range a.cfg.NumStreamThreads {
 		a.threads = append(a.threads, engine.NewThread(i, ecfg))
@@ -213,8 +224,16 @@ func (a *App) Run(ctx context.Context) (err error) {
 	threads := a.threads
 	a.mu.Unlock()
 
-	errc := make(chan error, len(threads))
+	errc := make(chan error, len(threads)+1)
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := globals.Run(ctx); err != nil {
+			errc <- err
+			cancel()
+		}
+	}()
 	for _, th := range threads {
 		wg.Add(1)
 		go func() {
@@ -335,6 +354,18 @@ func (a *App) restoreConfig() kclient.Config {
 		"isolation.level":    "read_committed",
 		"client.id":          a.cfg.ApplicationID + "-restore-consumer",
 	})
+}
+
+// globalConfig reads global tables' topics: assign-only, committed data
+// only under exactly-once, as the stream threads read.
+func (a *App) globalConfig() kclient.Config {
+	c := a.restoreConfig()
+	c["group.id"] = a.cfg.ApplicationID + "-global"
+	c["client.id"] = a.cfg.ApplicationID + "-global-consumer"
+	if a.cfg.Guarantee != ExactlyOnce {
+		c["isolation.level"] = "read_uncommitted"
+	}
+	return c
 }
 
 func (a *App) producerConfig() kclient.Config {

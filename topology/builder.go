@@ -27,6 +27,7 @@ type Builder struct {
 	built   bool
 	copart  [][]*rt.NodeSpec // groups of sources whose topics must be co-partitioned
 	onBuild []func()         // run at Build, before compiling (old-value propagation)
+	globals []*rt.GlobalStore
 }
 
 // NewBuilder returns an empty builder.
@@ -258,22 +259,43 @@ func (b *Builder) compile() *rt.Program {
 		}
 	}
 	sort.Slice(sources, func(i, j int) bool { return sources[i].Name < sources[j].Name })
+	// Global stores take sub-topology ids too (they generate no tasks), in
+	// the same order by source name, so ids and task ids match Kafka
+	// Streams'.
+	globals := slices.Clone(b.globals)
+	sort.Slice(globals, func(i, j int) bool { return globals[i].SourceName < globals[j].SourceName })
 	groupID := map[int]int{}
+	globalID := map[*rt.GlobalStore]int{}
+	next := 0
 	for _, s := range sources {
+		for len(globals) > 0 && globals[0].SourceName < s.Name {
+			globalID[globals[0]] = next
+			next++
+			globals = globals[1:]
+		}
 		root := find(s.Index)
 		if _, ok := groupID[root]; !ok {
-			groupID[root] = len(groupID)
+			groupID[root] = next
+			next++
 		}
 	}
-	prog := &rt.Program{
-		Nodes:       b.nodes,
-		NodesByName: b.byName,
-		Stores:      b.stores,
-		StoreOrder:  b.sorder,
+	for _, g := range globals {
+		globalID[g] = next
+		next++
 	}
-	prog.Subtopologies = make([]*rt.Subtopology, len(groupID))
+	prog := &rt.Program{
+		Nodes:        b.nodes,
+		NodesByName:  b.byName,
+		Stores:       b.stores,
+		StoreOrder:   b.sorder,
+		GlobalStores: b.globals,
+	}
+	prog.Subtopologies = make([]*rt.Subtopology, next)
 	for i := range prog.Subtopologies {
 		prog.Subtopologies[i] = &rt.Subtopology{ID: i}
+	}
+	for g, id := range globalID {
+		prog.Subtopologies[id].Global = g
 	}
 	for _, n := range b.nodes {
 		id := groupID[find(n.Index)]

@@ -26,6 +26,10 @@ func (t *Topology) Describe() string {
 	var sb strings.Builder
 	sb.WriteString("Topologies:\n ")
 	for _, st := range t.prog.Subtopologies {
+		if st.Global != nil {
+			sb.WriteString(describeGlobal(st.Global, st.ID))
+			continue
+		}
 		sb.WriteString("  Sub-topology: ")
 		sb.WriteString(itoa(st.ID))
 		sb.WriteString("\n")

@@ -31,8 +31,9 @@ type Config struct {
 	// InstanceID, when set, makes each thread a static member
 	// ("<InstanceID>-<thread>").
 	InstanceID string
-	// Base client configs, pass-through settings merged in.
-	Consumer, Producer, Restore kclient.Config
+	// Base client configs, pass-through settings merged in. Global reads
+	// global tables' topics (assign-only).
+	Consumer, Producer, Restore, Global kclient.Config
 	Admin                       kclient.Admin
 	Log                         *zap.Logger
 	Pebble                      stores.Backend

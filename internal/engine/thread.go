@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -38,6 +40,9 @@ type Thread struct {
 	order     []*task // tasks in id order, for fair processing
 	parts     map[kclient.TP]*partition
 	committed map[kclient.TP]int64
+	// committedTime: the stream time committed with each partition's
+	// offset, restored into tasks (re)built for it.
+	committedTime map[kclient.TP]int64
 
 	txnOpen bool
 	dirty   bool
@@ -142,6 +147,7 @@ func (th *Thread) session(ctx context.Context) (err error) {
 	th.order = nil
 	th.parts = map[kclient.TP]*partition{}
 	th.committed = map[kclient.TP]int64{}
+	th.committedTime = map[kclient.TP]int64{}
 	th.restoring = map[kclient.TP]*restoreTarget{}
 	th.txnOpen, th.dirty, th.cbErr, th.closing = false, false, nil, false
 	th.written = map[kclient.TP]changelogRef{}
@@ -445,7 +451,7 @@ func (th *Thread) commit() error {
 			if err != nil {
 				return th.txnFailed(err)
 			}
-			if err := th.producer.SendOffsets(ctx, offsets, gm); err != nil {
+			if err := th.producer.SendOffsets(ctx, offsets, th.offsetMeta(offsets), gm); err != nil {
 				return th.txnFailed(err)
 			}
 		}
@@ -453,7 +459,7 @@ func (th *Thread) commit() error {
 			return th.txnFailed(err)
 		}
 		th.txnOpen = false
-	} else if err := th.consumer.Commit(offsets); err != nil {
+	} else if err := th.consumer.Commit(offsets, th.offsetMeta(offsets)); err != nil {
 		// The records are processed again by whoever owns the partitions
 		// next: at-least-once allows it.
 		th.log.Warn("committing offsets failed", zap.Error(err))
@@ -472,6 +478,9 @@ func (th *Thread) commit() error {
 	}
 	for tp, off := range offsets {
 		th.committed[tp] = off
+		if p := th.parts[tp]; p != nil && p.task.t.StreamTime() >= 0 {
+			th.committedTime[tp] = p.task.t.StreamTime()
+		}
 	}
 	th.dirty = false
 	th.Stats.Commits.Add(1)
@@ -579,6 +588,7 @@ func (th *Thread) abortAndRewind(cause error) error {
 			return err
 		}
 		tk.t = nt
+		th.restoreStreamTime(tk)
 	}
 	for tp, p := range th.parts {
 		off, ok := th.committed[tp]
@@ -643,6 +653,7 @@ func (th *Thread) newRTTask(id processor.TaskID) (*rt.Task, error) {
 		Handlers:              th.cfg.Handlers,
 		Log:                   th.log,
 		OuterJoinEmitInterval: 1000,
+		Globals:               rt.GlobalViews(th.cfg.Program, th.cfg.Pebble, th.cfg.Memory),
 	})
 }
 
@@ -740,6 +751,7 @@ func (th *Thread) revoke(lost bool) {
 	th.order = nil
 	th.parts = map[kclient.TP]*partition{}
 	th.committed = map[kclient.TP]int64{}
+	th.committedTime = map[kclient.TP]int64{}
 	th.clearRestore()
 	th.dirty = false
 	th.log.Info("partitions revoked", zap.Bool("lost", lost))
@@ -764,11 +776,16 @@ func (th *Thread) assign(tps []kclient.TP) error {
 	// Committed offsets first: under read_committed this waits until any
 	// transaction of the partitions' previous owner is resolved, so the
 	// changelog ends read next are final (KIP-447).
-	committed, err := th.committedOffsets(ctx, tps)
+	committed, meta, err := th.committedOffsets(ctx, tps)
 	if err != nil {
 		return fmt.Errorf("reading committed offsets: %w", err)
 	}
 	th.committed = committed
+	for _, tp := range tps {
+		if ts, ok := decodeStreamTime(meta[tp]); ok {
+			th.committedTime[tp] = ts
+		}
+	}
 	for _, tp := range tps {
 		for _, st := range th.cfg.Program.Subtopologies {
 			if !slices.ContainsFunc(st.SourceTopics, func(t string) bool { return th.resolved(t) == tp.Topic }) {
@@ -790,6 +807,9 @@ func (th *Thread) assign(tps []kclient.TP) error {
 			th.parts[tp] = p
 		}
 	}
+	for _, tk := range th.order {
+		th.restoreStreamTime(tk)
+	}
 	slices.SortFunc(th.order, func(a, b *task) int {
 		if a.id.Subtopology != b.id.Subtopology {
 			return a.id.Subtopology - b.id.Subtopology
@@ -810,14 +830,14 @@ func (th *Thread) assign(tps []kclient.TP) error {
 	return nil
 }
 
-func (th *Thread) committedOffsets(ctx context.Context, tps []kclient.TP) (map[kclient.TP]int64, error) {
+func (th *Thread) committedOffsets(ctx context.Context, tps []kclient.TP) (map[kclient.TP]int64, map[kclient.TP]string, error) {
 	for {
-		c, err := th.consumer.Committed(ctx, tps)
+		c, meta, err := th.consumer.Committed(ctx, tps)
 		if err == nil {
-			return c, nil
+			return c, meta, nil
 		}
 		if ctx.Err() != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		th.log.Info("committed offsets not available yet; retrying", zap.Error(err))
 		time.Sleep(200 * time.Millisecond)
@@ -843,4 +863,46 @@ func (th *Thread) shutdown() error {
 	}
 	th.tasks, th.order = map[processor.TaskID]*task{}, nil
 	return nil
+}
+
+// Stream time survives restarts and hand-overs: each committed offset
+// carries its task's stream time as metadata, in Kafka Streams' encoding
+// (base64 of a version byte, 1, and the 8-byte big-endian timestamp), so
+// records that were late stay late after a restart.
+
+func (th *Thread) offsetMeta(offsets map[kclient.TP]int64) map[kclient.TP]string {
+	meta := make(map[kclient.TP]string, len(offsets))
+	for tp := range offsets {
+		if p := th.parts[tp]; p != nil {
+			if ts := p.task.t.StreamTime(); ts >= 0 {
+				meta[tp] = encodeStreamTime(ts)
+			}
+		}
+	}
+	return meta
+}
+
+func encodeStreamTime(ts int64) string {
+	b := binary.BigEndian.AppendUint64([]byte{1}, uint64(ts))
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// decodeStreamTime reads the stream time from offset metadata written by
+// eddy or by Kafka Streams (versions 1 and 2 start alike).
+func decodeStreamTime(meta string) (int64, bool) {
+	b, err := base64.StdEncoding.DecodeString(meta)
+	if err != nil || len(b) < 9 || (b[0] != 1 && b[0] != 2) {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(b[1:9])), true
+}
+
+// restoreStreamTime starts a (re)built task at the stream time committed
+// for its partitions.
+func (th *Thread) restoreStreamTime(tk *task) {
+	for _, p := range tk.parts {
+		if ts, ok := th.committedTime[p.tp]; ok {
+			tk.t.AdvanceStreamTime(ts)
+		}
+	}
 }

@@ -35,6 +35,10 @@ func PrepareTopics(ctx context.Context, admin kclient.Admin, prog *rt.Program, a
 			}
 		}
 	}
+	// Global tables' topics must exist too; no thread subscribes to them.
+	for _, g := range prog.GlobalStores {
+		external = append(external, g.Topic)
+	}
 	var internal []string
 	for _, t := range prog.InternalTopics {
 		internal = append(internal, rt.InternalTopicName(appID, t.Name))

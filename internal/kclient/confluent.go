@@ -139,27 +139,45 @@ func (c *consumer) Seek(tp TP, offset int64) error {
 	return err
 }
 
-func (c *consumer) Committed(ctx context.Context, tps []TP) (map[TP]int64, error) {
+func (c *consumer) Committed(ctx context.Context, tps []TP) (map[TP]int64, map[TP]string, error) {
 	timeout := 30 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
 	res, err := c.c.Committed(ktps(tps), int(timeout.Milliseconds()))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make(map[TP]int64, len(res))
+	meta := map[TP]string{}
 	for _, k := range res {
 		if k.Error != nil {
-			return nil, k.Error
+			return nil, nil, k.Error
 		}
 		off := int64(k.Offset)
 		if k.Offset < 0 {
 			off = -1
 		}
 		out[fromKTP(k)] = off
+		if k.Metadata != nil && *k.Metadata != "" {
+			meta[fromKTP(k)] = *k.Metadata
+		}
 	}
-	return out, nil
+	return out, meta, nil
+}
+
+// withOffsets returns offsets as librdkafka partitions, with metadata.
+func withOffsets(offsets map[TP]int64, meta map[TP]string) []kafka.TopicPartition {
+	tps := make([]kafka.TopicPartition, 0, len(offsets))
+	for tp, off := range offsets {
+		k := ktp(tp)
+		k.Offset = kafka.Offset(off)
+		if m, ok := meta[tp]; ok {
+			k.Metadata = &m
+		}
+		tps = append(tps, k)
+	}
+	return tps
 }
 
 func (c *consumer) Position(tps []TP) (map[TP]int64, error) {
@@ -174,17 +192,11 @@ func (c *consumer) Position(tps []TP) (map[TP]int64, error) {
 	return out, nil
 }
 
-func (c *consumer) Commit(offsets map[TP]int64) error {
+func (c *consumer) Commit(offsets map[TP]int64, meta map[TP]string) error {
 	if len(offsets) == 0 {
 		return nil
 	}
-	tps := make([]kafka.TopicPartition, 0, len(offsets))
-	for tp, off := range offsets {
-		k := ktp(tp)
-		k.Offset = kafka.Offset(off)
-		tps = append(tps, k)
-	}
-	res, err := c.c.CommitOffsets(tps)
+	res, err := c.c.CommitOffsets(withOffsets(offsets, meta))
 	if err != nil {
 		return err
 	}
@@ -322,18 +334,12 @@ func (p *producer) BeginTransaction() error {
 	return txnErr("BeginTransaction", p.p.BeginTransaction())
 }
 
-func (p *producer) SendOffsets(ctx context.Context, offsets map[TP]int64, gm any) error {
-	meta, ok := gm.(*kafka.ConsumerGroupMetadata)
+func (p *producer) SendOffsets(ctx context.Context, offsets map[TP]int64, meta map[TP]string, gm any) error {
+	group, ok := gm.(*kafka.ConsumerGroupMetadata)
 	if !ok {
 		return &TxnError{Op: "SendOffsetsToTransaction", Err: fmt.Errorf("group metadata is %T", gm)}
 	}
-	tps := make([]kafka.TopicPartition, 0, len(offsets))
-	for tp, off := range offsets {
-		k := ktp(tp)
-		k.Offset = kafka.Offset(off)
-		tps = append(tps, k)
-	}
-	return txnErr("SendOffsetsToTransaction", p.p.SendOffsetsToTransaction(ctx, tps, meta))
+	return txnErr("SendOffsetsToTransaction", p.p.SendOffsetsToTransaction(ctx, withOffsets(offsets, meta), group))
 }
 
 func (p *producer) CommitTransaction(ctx context.Context) error {

@@ -42,13 +42,15 @@ type Consumer interface {
 	Pause(tps []TP) error
 	Resume(tps []TP) error
 	Seek(tp TP, offset int64) error
-	// Committed returns the group's committed offsets; under read_committed
-	// it waits for pending transactional commits (KIP-447).
-	Committed(ctx context.Context, tps []TP) (map[TP]int64, error)
+	// Committed returns the group's committed offsets and their metadata;
+	// under read_committed it waits for pending transactional commits
+	// (KIP-447).
+	Committed(ctx context.Context, tps []TP) (map[TP]int64, map[TP]string, error)
 	// Position returns the next offsets to read.
 	Position(tps []TP) (map[TP]int64, error)
-	// Commit commits offsets synchronously (at-least-once).
-	Commit(offsets map[TP]int64) error
+	// Commit commits offsets, each with its metadata (may be nil),
+	// synchronously (at-least-once).
+	Commit(offsets map[TP]int64, meta map[TP]string) error
 	// GroupMetadata is the opaque group state SendOffsets needs.
 	GroupMetadata() (any, error)
 	Close() error
@@ -65,7 +67,7 @@ type Producer interface {
 	DeliveryErr() error
 	InitTransactions(ctx context.Context) error
 	BeginTransaction() error
-	SendOffsets(ctx context.Context, offsets map[TP]int64, groupMetadata any) error
+	SendOffsets(ctx context.Context, offsets map[TP]int64, meta map[TP]string, groupMetadata any) error
 	CommitTransaction(ctx context.Context) error
 	AbortTransaction(ctx context.Context) error
 	Close()

@@ -366,8 +366,12 @@ func (s *SinkNode[K, V]) Process(rec processor.Record[K, V]) {
 // Store returns the task's store name as T.
 func Store[T any](t *Task, name string) (T, error) {
 	var zero T
-	s, ok := t.stores[name]
-	if !ok {
+	var s any
+	if ts, ok := t.stores[name]; ok {
+		s = ts
+	} else if g, ok := t.cfg.Globals[name]; ok {
+		s = g
+	} else {
 		return zero, fmt.Errorf("task %s: no state store %q", t.id, name)
 	}
 	v, ok := s.(T)

@@ -88,6 +88,9 @@ type Subtopology struct {
 	// SourceTopics: every topic read, external and internal (unresolved).
 	SourceTopics []string
 	Stores       []*StoreSpec
+	// Global is set, and everything else empty, for a global store's
+	// sub-topology: it takes an id but generates no tasks.
+	Global *GlobalStore
 }
 
 // Program is a compiled, validated topology.
@@ -101,6 +104,26 @@ type Program struct {
 	// CoPartitioned lists groups of source topics that must have equal
 	// partition counts (the sources of one sub-topology).
 	CoPartitioned [][]string
+	// GlobalStores are the global tables' stores, in creation order.
+	GlobalStores []*GlobalStore
+}
+
+// GlobalStore is the store of a global table: every instance reads all
+// partitions of Topic into it before its stream threads process anything,
+// then keeps it current. The topic is the store's changelog: records are
+// stored as read (value prefixed with the record timestamp).
+type GlobalStore struct {
+	Name  string
+	Topic string
+	// SourceName and ProcessorName are the nodes Describe shows.
+	SourceName, ProcessorName string
+	InMemory                  bool
+	// Check deserializes a record's key and value (nil: a tombstone) and
+	// returns what is wrong with them; bad records are skipped and counted.
+	Check func(key, value []byte) error
+	// View returns the typed, read-only store over the global data in b
+	// that tasks read (Global returns it).
+	View func(b stores.Backend) any
 }
 
 // ChangelogTopic returns the full name of a store's changelog topic.

@@ -151,6 +151,8 @@ type TaskConfig struct {
 	Handlers  Handlers
 	// Log receives the task's logs. Default: none.
 	Log *zap.Logger
+	// Globals are the global stores' read-only views by name.
+	Globals map[string]any
 	// OuterJoinEmitInterval throttles, in wall-clock milliseconds, how
 	// often stream–stream left and outer joins look for expired unmatched
 	// records (Kafka Streams: 1000; its test driver: 0).
@@ -337,6 +339,14 @@ func (t *Task) Store(name string) (stores.Store, bool) {
 
 // StreamTime is the largest record timestamp processed, -1 before any.
 func (t *Task) StreamTime() int64 { return t.streamTime }
+
+// AdvanceStreamTime raises stream time to ts (a restarted task resumes at
+// the stream time committed with its offsets); it never lowers it.
+func (t *Task) AdvanceStreamTime(ts int64) {
+	if ts > t.streamTime {
+		t.streamTime = ts
+	}
+}
 
 // Err is the error that failed the task, if any.
 func (t *Task) Err() error { return t.err }

@@ -41,8 +41,12 @@ type Driver struct {
 	tb      testing.TB
 	opts    Options
 	prog    *rt.Program
-	tasks   []*rt.Task // by sub-topology id
+	tasks   []*rt.Task
+	bySub   map[int]*rt.Task // by sub-topology id
 	byTopic map[string]*rt.Task
+	globals map[string]*rt.GlobalStore // by topic
+	// globalSkipped counts bad global-table records skipped.
+	globalSkipped int64
 	pebble  *stores.Pebble
 	memory  *stores.Memory
 	wsP     *stores.WriteSet
@@ -98,15 +102,22 @@ func Open(top *topology.Topology, opts ...Options) (*Driver, error) {
 		return nil, err
 	}
 	d := &Driver{
-		opts: o, prog: prog, byTopic: map[string]*rt.Task{},
+		opts: o, prog: prog, byTopic: map[string]*rt.Task{}, bySub: map[int]*rt.Task{}, globals: map[string]*rt.GlobalStore{},
 		pebble: p, memory: stores.NewMemory(), now: o.StartTime,
 		topics: map[string]*topicLog{}, inOffset: map[string]int64{},
 	}
 	d.wsP, d.wsM = stores.NewWriteSet(d.pebble), stores.NewWriteSet(d.memory)
+	views := rt.GlobalViews(prog, d.pebble, d.memory)
+	for _, g := range prog.GlobalStores {
+		d.globals[g.Topic] = g
+	}
 	if o.CacheMaxBytes > 0 {
 		d.cache = stores.NewCache(o.CacheMaxBytes)
 	}
 	for _, st := range prog.Subtopologies {
+		if st.Global != nil {
+			continue
+		}
 		task, err := rt.NewTask(rt.TaskConfig{
 			ID:          processor.TaskID{Subtopology: st.ID, Partition: 0},
 			AppID:       o.ApplicationID,
@@ -122,12 +133,14 @@ func Open(top *topology.Topology, opts ...Options) (*Driver, error) {
 			Collector: d,
 			WallClock: func() int64 { return d.now },
 			Handlers:  rt.Handlers{Handle: o.OnError, DeadLetterTopic: o.DeadLetterTopic},
+			Globals:   views,
 		})
 		if err != nil {
 			d.Close()
 			return nil, err
 		}
 		d.tasks = append(d.tasks, task)
+		d.bySub[st.ID] = task
 		for _, topic := range task.SourceTopics() {
 			d.byTopic[topic] = task
 		}
@@ -175,6 +188,9 @@ func (d *Driver) pipeRaw(r *rt.RawRecord) error {
 	if d.closed {
 		return errors.New("streamstest: driver closed")
 	}
+	if g, ok := d.globals[r.Topic]; ok {
+		return d.applyGlobal(g, r)
+	}
 	task, ok := d.byTopic[r.Topic]
 	if !ok {
 		return fmt.Errorf("streamstest: no source reads topic %q", r.Topic)
@@ -189,6 +205,21 @@ func (d *Driver) pipeRaw(r *rt.RawRecord) error {
 		return d.Commit()
 	}
 	return nil
+}
+
+// applyGlobal writes a global table's record into its store at once, as
+// the runtime's global reader does; a bad record is skipped and counted.
+func (d *Driver) applyGlobal(g *rt.GlobalStore, r *rt.RawRecord) error {
+	rec, err := rt.GlobalRecord(g, r)
+	if err != nil {
+		d.globalSkipped++
+		return nil
+	}
+	var b stores.Backend = d.pebble
+	if g.InMemory {
+		b = d.memory
+	}
+	return stores.ApplyGlobal(b, g.Name, r.Partition, []stores.ChangelogRecord{rec}, r.Offset+1)
 }
 
 func (d *Driver) drain() error {
@@ -234,7 +265,7 @@ func (d *Driver) Commit() error {
 		if spec.Builder.Spec().InMemory {
 			ws = d.wsM
 		}
-		ws.SetOffset(d.tasks[spec.Subtopology].ID().String(), name, next)
+		ws.SetOffset(d.bySub[spec.Subtopology].ID().String(), name, next)
 	}
 	if err := d.wsM.Commit(); err != nil {
 		return err
@@ -279,6 +310,7 @@ func (d *Driver) Counters() (processed, skipped, deadLettered int64) {
 		skipped += t.Counters.Skipped.Load()
 		deadLettered += t.Counters.DeadLettered.Load()
 	}
+	skipped += d.globalSkipped
 	return
 }
 
@@ -309,8 +341,13 @@ func (d *Driver) Close() error {
 func (d *Driver) store(name string) (any, error) {
 	spec, ok := d.prog.Stores[name]
 	if !ok {
+		for _, g := range d.prog.GlobalStores {
+			if g.Name == name {
+				return rt.GlobalViews(d.prog, d.pebble, d.memory)[name], nil
+			}
+		}
 		return nil, fmt.Errorf("streamstest: no state store %q", name)
 	}
-	s, _ := d.tasks[spec.Subtopology].Store(name)
+	s, _ := d.bySub[spec.Subtopology].Store(name)
 	return s, nil
 }

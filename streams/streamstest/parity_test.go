@@ -167,6 +167,14 @@ var scenarios = map[string]scenario{
 		topology.LeftJoinTable(clicks, users, func(c string, r *string) string { return c + "/" + orQ(r) }).To("left")
 	}, []parityOut{{"inner", false}, {"left", false}}, ""},
 
+	"stream-global-join": {func(b *topology.Builder) {
+		products := topology.GlobalTable(b, "products", consumed())
+		orders := topology.Stream(b, "orders", consumed())
+		product := func(_, o string) string { return strings.Split(o, ":")[0] }
+		topology.JoinGlobal(orders, products, product, func(o, p string) string { return o + "/" + p }).To("inner")
+		topology.LeftJoinGlobal(orders, products, product, func(o string, p *string) string { return o + "/" + orQ(p) }).To("left")
+	}, []parityOut{{"inner", false}, {"left", false}}, ""},
+
 	"table-table-join": {func(b *topology.Builder) {
 		l := topology.Table(b, "lt", consumed(), topology.Materialized[string, string]("lt-store"))
 		r := topology.Table(b, "rt", consumed(), topology.Materialized[string, string]("rt-store"))

@@ -162,6 +162,8 @@ func KeyValueStore[K, V any](d *Driver, name string) stores.ReadOnlyKeyValueStor
 		return kv
 	case stores.KeyValueStore[K, stores.ValueAndTimestamp[V]]:
 		return stores.ValuesView[K, V](kv)
+	case stores.ReadOnlyKeyValueStore[K, stores.ValueAndTimestamp[V]]: // a global table's
+		return stores.ValuesView[K, V](kv)
 	}
 	d.fail(fmt.Errorf("streamstest: store %q is %T, not a key-value store of [%T, %T]", name, s, *new(K), *new(V)))
 	return nil

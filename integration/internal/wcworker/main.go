@@ -1,6 +1,9 @@
-// Command wcworker is one instance of the word-count application, run as a
+// Command wcworker is one instance of an application under test, run as a
 // separate OS process by the integration tests so they can kill it with
-// SIGKILL. It logs JSON lines to stderr and stops cleanly on SIGTERM.
+// SIGKILL: word count (default), or with -topology windowed, a per-key
+// count in tumbling windows of one second (grace 500ms) emitted once per
+// window when it closes, late records to -late. It logs JSON lines to
+// stderr and stops cleanly on SIGTERM.
 package main
 
 import (
@@ -34,6 +37,8 @@ func main() {
 		threads   = flag.Int("threads", 1, "stream threads")
 		commit    = flag.Duration("commit", 0, "commit interval (0: default)")
 		session   = flag.Int("session-timeout-ms", 6000, "consumer session timeout")
+		kind      = flag.String("topology", "wordcount", "wordcount or windowed")
+		late      = flag.String("late", "", "late-records topic (windowed)")
 	)
 	flag.Parse()
 	log, _ := zap.NewProduction()
@@ -43,13 +48,12 @@ func main() {
 		log.Fatal("bad guarantee", zap.Error(err))
 	}
 	b := topology.NewBuilder()
-	lines := topology.Stream(b, *input, topology.Consumed(serde.String(), serde.String()))
-	words := topology.FlatMapValues(lines, func(l string) []string {
-		return strings.FieldsFunc(strings.ToLower(l), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
-	})
-	byWord := topology.GroupBy(words, func(_, w string) string { return w }, topology.Grouped(serde.String(), serde.String()))
-	topology.Count(byWord, topology.Materialized[string, int64]("counts").WithCaching(*cache)).ToStream().
-		To(*output, topology.Produced(serde.String(), serde.Int64()))
+	switch *kind {
+	case "windowed":
+		windowed(b, *input, *output, *late)
+	default:
+		wordCount(b, *input, *output, *cache)
+	}
 	top, err := b.Build()
 	if err != nil {
 		log.Fatal("topology", zap.Error(err))
@@ -71,4 +75,28 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("worker exited cleanly", zap.Duration("ran", time.Since(start)))
+}
+
+func wordCount(b *topology.Builder, input, output string, cache bool) {
+	lines := topology.Stream(b, input, topology.Consumed(serde.String(), serde.String()))
+	words := topology.FlatMapValues(lines, func(l string) []string {
+		return strings.FieldsFunc(strings.ToLower(l), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	})
+	byWord := topology.GroupBy(words, func(_, w string) string { return w }, topology.Grouped(serde.String(), serde.String()))
+	topology.Count(byWord, topology.Materialized[string, int64]("counts").WithCaching(cache)).ToStream().
+		To(output, topology.Produced(serde.String(), serde.Int64()))
+}
+
+// windowed counts each key's records per one-second window, emitting each
+// window once, as "<key>@<window start>" = count.
+func windowed(b *topology.Builder, input, output, late string) {
+	w := topology.Stream(b, input, topology.Consumed(serde.String(), serde.String())).GroupByKey().
+		WindowedBy(topology.TumblingWindows(time.Second, 500*time.Millisecond)).EmitOnWindowClose()
+	if late != "" {
+		w = w.LateRecords(late)
+	}
+	counts := topology.WindowedCount(w, topology.Materialized[string, int64]("window-counts"))
+	topology.Map(counts.ToStream(), func(k serde.Windowed[string], n int64) (string, int64) {
+		return fmt.Sprintf("%s@%d", k.Key, k.Window.Start), n
+	}).To(output, topology.Produced(serde.String(), serde.Int64()))
 }

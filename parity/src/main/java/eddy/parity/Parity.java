@@ -34,6 +34,7 @@ import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
+import org.apache.kafka.streams.kstream.GlobalKTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Named;
 import org.apache.kafka.streams.kstream.Produced;
@@ -213,6 +214,14 @@ public final class Parity {
             KStream<String, String> clicks = b.stream("clicks", Consumed.with(Serdes.String(), Serdes.String()));
             clicks.join(users, (click, region) -> click + "/" + region).to("inner");
             clicks.leftJoin(users, (click, region) -> click + "/" + (region == null ? "?" : region)).to("left");
+        }, outs("inner", "string", "left", "string")));
+
+        SCENARIOS.put("stream-global-join", new Scenario(b -> {
+            GlobalKTable<String, String> products = b.globalTable("products", Consumed.with(Serdes.String(), Serdes.String()));
+            KStream<String, String> orders = b.stream("orders", Consumed.with(Serdes.String(), Serdes.String()));
+            // Orders are "product:qty", keyed by order id; joined by product.
+            orders.join(products, (id, o) -> o == null ? null : o.split(":")[0], (o, p) -> o + "/" + p).to("inner");
+            orders.leftJoin(products, (id, o) -> o == null ? null : o.split(":")[0], (o, p) -> o + "/" + (p == null ? "?" : p)).to("left");
         }, outs("inner", "string", "left", "string")));
 
         SCENARIOS.put("table-table-join", new Scenario(b -> {

@@ -1,0 +1,222 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eddy-go/eddy/integration/kafkatest"
+	"github.com/eddy-go/eddy/serde"
+	"github.com/eddy-go/eddy/streams"
+	"github.com/eddy-go/eddy/topology"
+)
+
+// runApp runs top until the returned stop is called; stop fails the test
+// when Run failed.
+func runApp(t *testing.T, top *topology.Topology, cfg streams.Config) (stop func()) {
+	t.Helper()
+	app, err := streams.New(top, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		t.Helper()
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("app %s: %v", cfg.ApplicationID, err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// A stream–table join enriches each stream record with the table row as of
+// the record's timestamp while the table changes under it: the task takes
+// records from the table and stream partitions in timestamp order, so with
+// both topics written before the app starts, every join result is exact.
+func TestStreamTableJoinWhileTableUpdates(t *testing.T) {
+	brokers := realBroker(t)
+	users, clicks, out := kafkatest.UniqueName(t, "users"), kafkatest.UniqueName(t, "clicks"), kafkatest.UniqueName(t, "enriched")
+	for _, tp := range []string{users, clicks, out} {
+		kafkatest.CreateTopic(t, brokers, tp, 3, nil)
+	}
+	base := time.Now().Add(-time.Hour).UnixMilli()
+	// Users change region every 10ms of event time (even timestamps);
+	// clicks come at odd timestamps in between.
+	const n = 3000
+	region := map[string]string{}
+	want := map[string]string{} // click id → "click/region"
+	var userRecs, clickRecs []kafkatest.Record
+	for i := range n {
+		user := fmt.Sprintf("u%d", i%25)
+		ts := base + int64(i)*10
+		if i%3 == 0 {
+			r := fmt.Sprintf("r%d", i)
+			region[user] = r
+			userRecs = append(userRecs, kafkatest.Record{Key: []byte(user), Value: []byte(r), Timestamp: time.UnixMilli(ts)})
+			continue
+		}
+		id := fmt.Sprintf("c%d", i)
+		clickRecs = append(clickRecs, kafkatest.Record{Key: []byte(user), Value: []byte(id), Timestamp: time.UnixMilli(ts + 1)})
+		if r, ok := region[user]; ok {
+			want[id] = id + "/" + r
+		}
+	}
+	kafkatest.Produce(t, brokers, users, userRecs...)
+	kafkatest.Produce(t, brokers, clicks, clickRecs...)
+
+	str := serde.String()
+	b := topology.NewBuilder()
+	table := topology.Table(b, users, topology.Consumed(str, str), topology.Materialized[string, string]("regions"))
+	topology.JoinTable(topology.Stream(b, clicks, topology.Consumed(str, str)), table,
+		func(click, region string) string { return click + "/" + region }).To(out)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	appID := kafkatest.UniqueName(t, "enrich")
+	stop := runApp(t, top, streams.Config{ApplicationID: appID, BootstrapServers: brokers, StateDir: t.TempDir(),
+		Guarantee: streams.ExactlyOnce, MaxTaskIdle: 200 * time.Millisecond})
+	kafkatest.WaitCaughtUp(t, brokers, appID, 2*time.Minute, users, clicks)
+	stop()
+
+	got := map[string]string{}
+	for _, r := range kafkatest.ConsumeAll(t, brokers, out) {
+		v := string(r.Value)
+		got[strings.SplitN(v, "/", 2)[0]] = v
+	}
+	bad := 0
+	for id, w := range want {
+		if got[id] != w {
+			if bad++; bad <= 5 {
+				t.Errorf("click %s joined as %q, want %q (the region as of the click)", id, got[id], w)
+			}
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d join results, want %d", len(got), len(want))
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d joins saw the wrong table version", bad, len(want))
+	}
+}
+
+// A global table is read in full on every instance before processing
+// starts, then follows its topic; a restarted instance resumes from the
+// offsets its store holds.
+func TestGlobalTableJoin(t *testing.T) {
+	brokers := realBroker(t)
+	products, orders, out := kafkatest.UniqueName(t, "products"), kafkatest.UniqueName(t, "orders"), kafkatest.UniqueName(t, "priced")
+	kafkatest.CreateTopic(t, brokers, products, 4, map[string]string{"cleanup.policy": "compact"})
+	kafkatest.CreateTopic(t, brokers, orders, 2, nil)
+	kafkatest.CreateTopic(t, brokers, out, 2, nil)
+
+	// 500 products across four partitions, and orders (keyed by order id,
+	// on two partitions) for them, all written before the app starts: an
+	// order processed before the global table was complete would be
+	// dropped or priced wrong.
+	var prodRecs, orderRecs []kafkatest.Record
+	for i := range 500 {
+		prodRecs = append(prodRecs, kafkatest.KV(fmt.Sprintf("p%d", i), fmt.Sprintf("price-%d", i)))
+	}
+	for i := range 2000 {
+		orderRecs = append(orderRecs, kafkatest.KV(fmt.Sprintf("o%d", i), fmt.Sprintf("p%d", i%500)))
+	}
+	kafkatest.Produce(t, brokers, products, prodRecs...)
+	kafkatest.Produce(t, brokers, orders, orderRecs...)
+
+	str := serde.String()
+	build := func() *topology.Topology {
+		b := topology.NewBuilder()
+		prices := topology.GlobalTable(b, products, topology.Consumed(str, str), topology.Materialized[string, string]("prices"))
+		topology.JoinGlobal(topology.Stream(b, orders, topology.Consumed(str, str)), prices,
+			func(_, product string) string { return product },
+			func(product, price string) string { return product + "=" + price }).To(out)
+		top, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return top
+	}
+	appID := kafkatest.UniqueName(t, "pricing")
+	state := t.TempDir()
+	cfg := streams.Config{ApplicationID: appID, BootstrapServers: brokers, StateDir: state, Guarantee: streams.ExactlyOnce}
+	stop := runApp(t, build(), cfg)
+	kafkatest.WaitCaughtUp(t, brokers, appID, 2*time.Minute, orders)
+
+	check := func(want map[string]string) {
+		t.Helper()
+		got := map[string]string{}
+		for _, r := range kafkatest.ConsumeAll(t, brokers, out) {
+			got[string(r.Key)] = string(r.Value)
+		}
+		bad := 0
+		for k, w := range want {
+			if got[k] != w {
+				if bad++; bad <= 5 {
+					t.Errorf("order %s: %q, want %q", k, got[k], w)
+				}
+			}
+		}
+		if bad > 0 {
+			t.Fatalf("%d of %d orders priced wrong", bad, len(want))
+		}
+	}
+	want := map[string]string{}
+	for i := range 2000 {
+		want[fmt.Sprintf("o%d", i)] = fmt.Sprintf("p%d=price-%d", i%500, i%500)
+	}
+	check(want)
+
+	// The table follows its topic while the app runs: reprice p7, then
+	// order it until an order sees the new price.
+	kafkatest.Produce(t, brokers, products, kafkatest.KV("p7", "price-7-new"))
+	deadline := time.Now().Add(60 * time.Second)
+	for i := 0; ; i++ {
+		id := fmt.Sprintf("late-%d", i)
+		kafkatest.Produce(t, brokers, orders, kafkatest.KV(id, "p7"))
+		kafkatest.WaitCaughtUp(t, brokers, appID, time.Minute, orders)
+		var last string
+		for _, r := range kafkatest.ConsumeAll(t, brokers, out) {
+			if string(r.Key) == id {
+				last = string(r.Value)
+			}
+		}
+		if last == "p7=price-7-new" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the global table did not pick up the new price within 60s (last: %q)", last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stop()
+
+	// Restarted on the same state directory, the instance resumes: a
+	// product deleted meanwhile (tombstone) is gone for new orders.
+	kafkatest.Produce(t, brokers, products, kafkatest.Record{Key: []byte("p9")})
+	kafkatest.Produce(t, brokers, orders, kafkatest.KV("after-delete", "p9"), kafkatest.KV("after-restart", "p8"))
+	stop = runApp(t, build(), cfg)
+	kafkatest.WaitCaughtUp(t, brokers, appID, 2*time.Minute, orders)
+	stop()
+	got := map[string]string{}
+	for _, r := range kafkatest.ConsumeAll(t, brokers, out) {
+		got[string(r.Key)] = string(r.Value)
+	}
+	if got["after-restart"] != "p8=price-8" {
+		t.Errorf("after restart: %q", got["after-restart"])
+	}
+	if v, ok := got["after-delete"]; ok {
+		t.Errorf("an order for a deleted product was joined: %q", v)
+	}
+}

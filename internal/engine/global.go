@@ -1,0 +1,241 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/rt"
+	"github.com/eddy-go/eddy/stores"
+)
+
+// GlobalReader keeps an instance's global tables: Bootstrap reads all
+// partitions of their topics to the end before any stream thread
+// processes, then Run follows the topics until the instance stops. Each
+// partition's records are written with the offset after them in one atomic
+// write, so a restart resumes where the store stands.
+type GlobalReader struct {
+	cfg      *Config
+	log      *zap.Logger
+	consumer kclient.Consumer
+	byTopic  map[string]*rt.GlobalStore
+	pending  map[kclient.TP][]stores.ChangelogRecord
+	next     map[kclient.TP]int64
+
+	// Applied counts records written to global stores; Skipped counts bad
+	// records (no key, or rejected by the table's serdes), each logged.
+	Applied, Skipped atomic.Int64
+}
+
+// NewGlobalReader returns a reader for cfg.Program's global stores.
+func NewGlobalReader(cfg *Config) *GlobalReader {
+	g := &GlobalReader{cfg: cfg, log: cfg.Log.Named("global"), byTopic: map[string]*rt.GlobalStore{},
+		pending: map[kclient.TP][]stores.ChangelogRecord{}, next: map[kclient.TP]int64{}}
+	for _, gs := range cfg.Program.GlobalStores {
+		g.byTopic[gs.Topic] = gs
+	}
+	return g
+}
+
+func (g *GlobalReader) backend(gs *rt.GlobalStore) stores.Backend {
+	if gs.InMemory {
+		return g.cfg.Memory
+	}
+	return g.cfg.Pebble
+}
+
+const globalBatch = 10_000
+
+// Bootstrap brings every global store up to its topic's end offsets (the
+// last stable offsets under exactly-once) as they are when it starts. A
+// store whose offsets fall outside its topic (truncated, or recreated) is
+// wiped and read in full.
+func (g *GlobalReader) Bootstrap(ctx context.Context) (err error) {
+	if len(g.byTopic) == 0 {
+		return nil
+	}
+	began := time.Now()
+	var tps []kclient.TP
+	for _, gs := range g.cfg.Program.GlobalStores {
+		for p := range g.cfg.Partitions[gs.Topic] {
+			tps = append(tps, kclient.TP{Topic: gs.Topic, Partition: p})
+		}
+	}
+	start, end, err := g.cfg.Admin.Offsets(ctx, tps, g.cfg.ExactlyOnce)
+	if err != nil {
+		return fmt.Errorf("reading global topics' offsets: %w", err)
+	}
+	from := map[kclient.TP]int64{}
+	for _, gs := range g.cfg.Program.GlobalStores {
+		b := g.backend(gs)
+		wipe := false
+		for p := range g.cfg.Partitions[gs.Topic] {
+			tp := kclient.TP{Topic: gs.Topic, Partition: p}
+			stored, ok, err := stores.GlobalOffset(b, gs.Name, p)
+			if err != nil {
+				return err
+			}
+			from[tp] = start[tp]
+			if ok {
+				from[tp] = stored
+				if stored < start[tp] || stored > end[tp] {
+					g.log.Warn("global store offset outside its topic; wiping and reading the topic in full",
+						zap.String("store", gs.Name), zap.Stringer("partition", tp), zap.Int64("stored", stored),
+						zap.Int64("topic_start", start[tp]), zap.Int64("topic_end", end[tp]))
+					wipe = true
+				}
+			}
+		}
+		if wipe {
+			if err := stores.DropGlobal(b, gs.Name); err != nil {
+				return err
+			}
+			for p := range g.cfg.Partitions[gs.Topic] {
+				tp := kclient.TP{Topic: gs.Topic, Partition: p}
+				from[tp] = start[tp]
+			}
+		}
+	}
+	c, err := g.cfg.NewConsumer(cloneCfg(g.cfg.Global))
+	if err != nil {
+		return fmt.Errorf("creating the global consumer: %w", err)
+	}
+	g.consumer = c
+	defer func() {
+		if err != nil {
+			c.Close()
+			g.consumer = nil
+		}
+	}()
+	if err := c.Assign(from); err != nil {
+		return fmt.Errorf("assigning global topics: %w", err)
+	}
+	remaining := map[kclient.TP]bool{}
+	var total int64
+	for _, tp := range tps {
+		g.next[tp] = from[tp]
+		if from[tp] < end[tp] {
+			remaining[tp] = true
+			total += end[tp] - from[tp]
+		}
+	}
+	g.log.Info("reading global tables", zap.Int("partitions", len(tps)), zap.Int("behind", len(remaining)), zap.Int64("records", total))
+	read := int64(0)
+	for len(remaining) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		r, err := c.Poll(100 * time.Millisecond)
+		if err != nil {
+			return fmt.Errorf("reading global topics: %w", err)
+		}
+		if r != nil {
+			read++
+			tp := kclient.TP{Topic: r.Topic, Partition: r.Partition}
+			g.add(r)
+			if r.Offset+1 >= end[tp] {
+				delete(remaining, tp)
+			}
+			if len(g.pending[tp]) >= globalBatch {
+				if err := g.flush(); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		// Transaction markers and aborted records take offsets but are
+		// never returned: a partition is done when its position reaches
+		// the end.
+		var left []kclient.TP
+		for tp := range remaining {
+			left = append(left, tp)
+		}
+		pos, err := c.Position(left)
+		if err == nil {
+			for tp, p := range pos {
+				if p >= end[tp] {
+					delete(remaining, tp)
+					g.next[tp] = max(g.next[tp], p)
+				}
+			}
+		}
+	}
+	if err := g.flush(); err != nil {
+		return err
+	}
+	g.log.Info("global tables ready", zap.Int64("records", read), zap.Duration("took", time.Since(began)))
+	return nil
+}
+
+// add buffers a record for its store, or skips it when bad.
+func (g *GlobalReader) add(r *rt.RawRecord) {
+	tp := kclient.TP{Topic: r.Topic, Partition: r.Partition}
+	g.next[tp] = r.Offset + 1
+	gs := g.byTopic[r.Topic]
+	if gs == nil {
+		return
+	}
+	rec, err := rt.GlobalRecord(gs, r)
+	if err != nil {
+		g.Skipped.Add(1)
+		g.log.Warn("skipping a bad global table record", zap.Error(err))
+		// The offset still advances: written with the next batch, or
+		// alone.
+		if _, ok := g.pending[tp]; !ok {
+			g.pending[tp] = nil
+		}
+		return
+	}
+	// The store owns what it is given; the consumer may reuse its slices.
+	rec.Key = append([]byte(nil), rec.Key...)
+	if rec.Value != nil {
+		rec.Value = append([]byte(nil), rec.Value...)
+	}
+	g.pending[tp] = append(g.pending[tp], rec)
+}
+
+// flush writes the buffered records of every partition with their next
+// offsets.
+func (g *GlobalReader) flush() error {
+	for tp, recs := range g.pending {
+		gs := g.byTopic[tp.Topic]
+		if err := stores.ApplyGlobal(g.backend(gs), gs.Name, tp.Partition, recs, g.next[tp]); err != nil {
+			return fmt.Errorf("writing global store %s: %w", gs.Name, err)
+		}
+		g.Applied.Add(int64(len(recs)))
+		delete(g.pending, tp)
+	}
+	return nil
+}
+
+// Run follows the global topics until ctx ends, writing what arrives
+// within about 50ms; it closes the consumer when done.
+func (g *GlobalReader) Run(ctx context.Context) error {
+	if g.consumer == nil {
+		return nil
+	}
+	defer g.consumer.Close()
+	last := time.Now()
+	buffered := 0
+	for ctx.Err() == nil {
+		r, err := g.consumer.Poll(50 * time.Millisecond)
+		if err != nil {
+			return fmt.Errorf("reading global topics: %w", err)
+		}
+		if r != nil {
+			g.add(r)
+			buffered++
+		}
+		if buffered > 0 && (r == nil || buffered >= 1000 || time.Since(last) > 50*time.Millisecond) {
+			if err := g.flush(); err != nil {
+				return err
+			}
+			buffered, last = 0, time.Now()
+		}
+	}
+	return g.flush()
+}
