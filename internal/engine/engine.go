@@ -34,10 +34,10 @@ type Config struct {
 	// Base client configs, pass-through settings merged in. Global reads
 	// global tables' topics (assign-only).
 	Consumer, Producer, Restore, Global kclient.Config
-	Admin                       kclient.Admin
-	Log                         *zap.Logger
-	Pebble                      stores.Backend
-	Memory                      stores.Backend
+	Admin                               kclient.Admin
+	Log                                 *zap.Logger
+	Pebble                              stores.Backend
+	Memory                              stores.Backend
 	// Partitions of every topic the program reads, internal ones by full
 	// name.
 	Partitions map[string]int32

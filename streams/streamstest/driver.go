@@ -47,12 +47,12 @@ type Driver struct {
 	globals map[string]*rt.GlobalStore // by topic
 	// globalSkipped counts bad global-table records skipped.
 	globalSkipped int64
-	pebble  *stores.Pebble
-	memory  *stores.Memory
-	wsP     *stores.WriteSet
-	wsM     *stores.WriteSet
-	cache   *stores.Cache
-	now     int64
+	pebble        *stores.Pebble
+	memory        *stores.Memory
+	wsP           *stores.WriteSet
+	wsM           *stores.WriteSet
+	cache         *stores.Cache
+	now           int64
 
 	topics   map[string]*topicLog // everything written: outputs, changelogs, repartitions
 	inbox    []*rt.RawRecord      // repartition records not yet processed
