@@ -2,8 +2,10 @@ package stores
 
 import (
 	"bytes"
-	"slices"
+	"strings"
 	"sync/atomic"
+
+	"github.com/RaduBerinde/btreemap"
 )
 
 // entryOverhead approximates the memory an entry takes besides its key and
@@ -44,7 +46,8 @@ func (c *Cache) Stats() (hits, misses, evictions int64) {
 type namedCache struct {
 	c                    *Cache
 	entries              map[string]*cacheEntry
-	dirtyHead, dirtyTail *cacheEntry // dirty entries in the order they became dirty
+	ordered              *btreemap.BTreeMap[string, *cacheEntry] // entries in key order, for range reads
+	dirtyHead, dirtyTail *cacheEntry                             // dirty entries in the order they became dirty
 	flushFn              func([]*cacheEntry) error
 }
 
@@ -63,7 +66,7 @@ type cacheEntry struct {
 func (e *cacheEntry) size() int64 { return int64(len(e.key)+len(e.value)) + entryOverhead }
 
 func (c *Cache) named(flush func([]*cacheEntry) error) *namedCache {
-	return &namedCache{c: c, entries: map[string]*cacheEntry{}, flushFn: flush}
+	return &namedCache{c: c, entries: map[string]*cacheEntry{}, ordered: btreemap.New[string, *cacheEntry](16, strings.Compare), flushFn: flush}
 }
 
 func (c *Cache) unlinkLRU(e *cacheEntry) {
@@ -134,6 +137,7 @@ func (n *namedCache) put(key, value []byte, deleted, dirty bool, ts int64) error
 	} else {
 		e = &cacheEntry{key: string(key), value: bytes.Clone(value), deleted: deleted, ts: ts, nc: n}
 		n.entries[e.key] = e
+		n.ordered.ReplaceOrInsert(e.key, e)
 	}
 	if dirty && !e.dirty {
 		e.dirty = true
@@ -159,6 +163,7 @@ func (n *namedCache) remove(e *cacheEntry) {
 	n.c.unlinkLRU(e)
 	n.c.size -= e.size()
 	delete(n.entries, e.key)
+	n.ordered.Delete(e.key)
 }
 
 // flush hands the dirty entries, oldest first, to the store's flush function
@@ -217,6 +222,7 @@ func (n *namedCache) clear() {
 		n.c.size -= e.size()
 	}
 	clear(n.entries)
+	n.ordered.Clear(false)
 	n.dirtyHead, n.dirtyTail = nil, nil
 }
 
@@ -266,20 +272,23 @@ func (s *caching) Delete(key []byte) error {
 }
 
 func (s *caching) Iter(lower, upper []byte, reverse bool) BytesIterator {
-	var over []overlayEntry
-	for k, e := range s.nc.entries {
-		kb := []byte(k)
-		if (lower != nil && bytes.Compare(kb, lower) < 0) || (upper != nil && bytes.Compare(kb, upper) >= 0) {
-			continue
-		}
-		over = append(over, overlayEntry{key: kb, value: e.value, deleted: e.deleted})
+	lo, hi := btreemap.Min[string](), btreemap.Max[string]()
+	if lower != nil {
+		lo = btreemap.GE(string(lower))
 	}
-	slices.SortFunc(over, func(a, b overlayEntry) int {
-		if reverse {
-			return bytes.Compare(b.key, a.key)
-		}
-		return bytes.Compare(a.key, b.key)
-	})
+	if upper != nil {
+		hi = btreemap.LT(string(upper))
+	}
+	var over []overlayEntry
+	add := func(k string, e *cacheEntry) bool {
+		over = append(over, overlayEntry{key: []byte(k), value: e.value, deleted: e.deleted})
+		return true
+	}
+	if reverse {
+		s.nc.ordered.Descend(hi, lo)(add)
+	} else {
+		s.nc.ordered.Ascend(lo, hi)(add)
+	}
 	return newMergeIter(over, s.under.Iter(lower, upper, reverse), reverse)
 }
 

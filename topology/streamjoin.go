@@ -380,7 +380,7 @@ func (n *streamJoinNode[K, V, VO, VR]) emitNonJoined(h processor.Headers) {
 	if now < jt.nextEmit {
 		return // throttled, as Kafka Streams: at most once per emit interval
 	}
-	jt.nextEmit = now + n.T.OuterJoinEmitInterval()
+	jt.nextEmit = now + n.T.EmitInterval()
 	jt.minTime = 1<<63 - 1
 	it := n.outerStore.All()
 	var doomed [][]byte

@@ -262,6 +262,10 @@ type timeWindowNode[K, V, VA any] struct {
 	first       func(K, V) VA
 	next        func(K, V, VA) VA
 	lateTopic   string
+	// EmitOnWindowClose progress: the start of the last window emitted (as
+	// stored), and the wall-clock time of the next look for closed windows.
+	emittedLoaded, emittedAny bool
+	emitted, nextEmit         int64
 }
 
 func (n *timeWindowNode[K, V, VA]) Init() (err error) {
@@ -377,18 +381,33 @@ func (n *timeWindowNode[K, V, VA]) emitClosed(closeTime int64) {
 	if upTo < 0 {
 		return
 	}
-	last, ok, err := n.store.EmittedUpTo()
-	if err != nil {
-		n.Fail(err)
-		return
-	}
-	from := int64(0)
-	if ok {
-		if upTo <= last {
+	if !n.emittedLoaded {
+		last, ok, err := n.store.EmittedUpTo()
+		if err != nil {
+			n.Fail(err)
 			return
 		}
-		from = last + 1
+		n.emittedLoaded, n.emitted, n.emittedAny = true, last, ok
 	}
+	from := int64(0)
+	if n.emittedAny {
+		if upTo <= n.emitted {
+			return
+		}
+		from = n.emitted + 1
+	}
+	if n.windows.kind == fixedTimeWindows {
+		// Window starts are multiples of advance: nothing new closed until
+		// upTo reaches the next one.
+		if next := (from + n.windows.advance - 1) / n.windows.advance * n.windows.advance; next > upTo {
+			return
+		}
+	}
+	now := n.T.WallClockNow()
+	if now < n.nextEmit {
+		return // throttled, as Kafka Streams: at most once per emit interval
+	}
+	n.nextEmit = now + n.T.EmitInterval()
 	entries, err := n.store.FetchAll(from, upTo)
 	if err != nil {
 		n.Fail(err)
@@ -401,7 +420,9 @@ func (n *timeWindowNode[K, V, VA]) emitClosed(closeTime int64) {
 	}
 	if err := n.store.SetEmittedUpTo(upTo); err != nil {
 		n.Fail(err)
+		return
 	}
+	n.emitted, n.emittedAny = upTo, true
 }
 
 // late handles a record for a closed window: counted, logged at Debug, and

@@ -647,13 +647,13 @@ func (th *Thread) newRTTask(id processor.TaskID) (*rt.Task, error) {
 			}
 			return th.wsP
 		},
-		Cache:                 th.cache,
-		Collector:             th,
-		WallClock:             th.cfg.WallClock,
-		Handlers:              th.cfg.Handlers,
-		Log:                   th.log,
-		OuterJoinEmitInterval: 1000,
-		Globals:               rt.GlobalViews(th.cfg.Program, th.cfg.Pebble, th.cfg.Memory),
+		Cache:        th.cache,
+		Collector:    th,
+		WallClock:    th.cfg.WallClock,
+		Handlers:     th.cfg.Handlers,
+		Log:          th.log,
+		EmitInterval: 1000,
+		Globals:      rt.GlobalViews(th.cfg.Program, th.cfg.Pebble, th.cfg.Memory),
 	})
 }
 

@@ -153,10 +153,11 @@ type TaskConfig struct {
 	Log *zap.Logger
 	// Globals are the global stores' read-only views by name.
 	Globals map[string]any
-	// OuterJoinEmitInterval throttles, in wall-clock milliseconds, how
-	// often stream–stream left and outer joins look for expired unmatched
-	// records (Kafka Streams: 1000; its test driver: 0).
-	OuterJoinEmitInterval int64
+	// EmitInterval throttles, in wall-clock milliseconds, how often
+	// stream–stream left and outer joins look for expired unmatched records
+	// and windowed aggregations that emit on close look for closed windows
+	// (Kafka Streams: 1000 for both; its test driver: 0).
+	EmitInterval int64
 }
 
 // Counters are a task's record counts, readable from any goroutine.
@@ -515,8 +516,8 @@ func (t *Task) WallClockNow() int64 {
 	return t.cfg.WallClock()
 }
 
-// OuterJoinEmitInterval is TaskConfig.OuterJoinEmitInterval.
-func (t *Task) OuterJoinEmitInterval() int64 { return t.cfg.OuterJoinEmitInterval }
+// EmitInterval is TaskConfig.EmitInterval.
+func (t *Task) EmitInterval() int64 { return t.cfg.EmitInterval }
 
 // SendCurrent writes the record being processed — its key and value as
 // read — to topic, with its headers and extra ones after them. Outside a
