@@ -1,0 +1,90 @@
+package topology_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/eddy-go/eddy/serde"
+	"github.com/eddy-go/eddy/streams/streamstest"
+	"github.com/eddy-go/eddy/topology"
+)
+
+// Clicks per user per minute, emitted once per window when it closes (one
+// minute plus 10s of grace); a click for a closed window goes to the
+// late-records topic.
+func ExampleWindowedCount() {
+	str := serde.String()
+	b := topology.NewBuilder()
+	clicks := topology.Stream(b, "clicks", topology.Consumed(str, str)).GroupByKey()
+	w := clicks.WindowedBy(topology.TumblingWindows(time.Minute, 10*time.Second)).
+		EmitOnWindowClose().LateRecords("late-clicks")
+	counts := topology.WindowedCount(w)
+	topology.Map(counts.ToStream(), func(k serde.Windowed[string], n int64) (string, string) {
+		return fmt.Sprintf("%s@%s", k.Key, time.UnixMilli(k.Window.Start).UTC().Format("15:04")), fmt.Sprint(n)
+	}).To("clicks-per-minute", topology.Produced(str, str))
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+
+	d, err := streamstest.Open(top)
+	if err != nil {
+		panic(err)
+	}
+	defer d.Close()
+	in := streamstest.Input(d, "clicks", str, str)
+	at := func(hhmmss string) int64 {
+		t, _ := time.Parse(time.DateTime, "2026-11-30 "+hhmmss)
+		return t.UnixMilli()
+	}
+	in.PipeAt("ann", "/home", at("10:00:05"))
+	in.PipeAt("bob", "/home", at("10:00:30"))
+	in.PipeAt("ann", "/cart", at("10:00:59"))
+	in.PipeAt("ann", "/pay", at("10:01:20")) // stream time 10:01:20 closes 10:00
+	in.PipeAt("bob", "/cart", at("10:00:40")) // late: 10:00 closed at 10:01:10
+	for _, r := range streamstest.Output(d, "clicks-per-minute", str, str).ReadRecords() {
+		fmt.Println(r.Key, r.Value)
+	}
+	for _, r := range streamstest.Output(d, "late-clicks", str, str).ReadRecords() {
+		fmt.Println("late:", r.Key, r.Value)
+	}
+	// Output:
+	// ann@10:00 2
+	// bob@10:00 1
+	// late: bob /cart
+}
+
+// Orders priced from a global table, joined by the product in the order.
+func ExampleJoinGlobal() {
+	str := serde.String()
+	b := topology.NewBuilder()
+	prices := topology.GlobalTable(b, "prices", topology.Consumed(str, str))
+	orders := topology.Stream(b, "orders", topology.Consumed(str, str))
+	topology.LeftJoinGlobal(orders, prices,
+		func(orderID, product string) string { return product },
+		func(product string, price *string) string {
+			if price == nil {
+				return product + " (no price)"
+			}
+			return product + " at " + *price
+		}).To("priced")
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	d, err := streamstest.Open(top)
+	if err != nil {
+		panic(err)
+	}
+	defer d.Close()
+	streamstest.Input(d, "prices", str, str).Pipe("tea", "3.50")
+	in := streamstest.Input(d, "orders", str, str)
+	in.Pipe("o1", "tea")
+	in.Pipe("o2", "cake")
+	for _, r := range streamstest.Output(d, "priced", str, str).ReadRecords() {
+		fmt.Println(r.Key, r.Value)
+	}
+	// Output:
+	// o1 tea at 3.50
+	// o2 cake (no price)
+}
