@@ -1,6 +1,7 @@
 package stores
 
 import (
+	"bytes"
 	"encoding/binary"
 	"time"
 
@@ -18,9 +19,14 @@ type SessionStore[K, V any] interface {
 	// and start at or before latestStart, ignoring sessions past the
 	// retention at streamTime, ordered by end then start.
 	FindSessions(key K, earliestEnd, latestStart, streamTime int64) ([]KeyWindowEntry[K, V], error)
-	// FetchAll returns every session ending in [from, to].
+	// FetchAll returns every session ending in [from, to], ordered by end,
+	// then serialized key.
 	FetchAll(from, to int64) ([]KeyWindowEntry[K, V], error)
 	ExpireBefore(streamTime int64) error
+	// EmittedUpTo and SetEmittedUpTo keep, with the store, the end of the
+	// last session whose final result was emitted (EmitOnWindowClose).
+	EmittedUpTo() (int64, bool, error)
+	SetEmittedUpTo(end int64) error
 }
 
 // parseSessionKey splits a session store key into key, end and start.
@@ -105,6 +111,7 @@ func (s *sessionStore[K, V]) FindSessions(key K, earliestEnd, latestStart, strea
 
 func (s *sessionStore[K, V]) FetchAll(from, to int64) ([]KeyWindowEntry[K, V], error) {
 	var out []KeyWindowEntry[K, V]
+	var keys [][]byte
 	it := s.under.Iter(appendTime(nil, max(s.keys.seg(from), s.expired)), appendTime(nil, s.keys.seg(to)+1), false)
 	defer it.Close()
 	for it.Next() {
@@ -121,8 +128,12 @@ func (s *sessionStore[K, V]) FetchAll(from, to int64) ([]KeyWindowEntry[K, V], e
 			return nil, err
 		}
 		out = append(out, KeyWindowEntry[K, V]{Key: k, Start: start, End: end, Value: v})
+		keys = append(keys, bytes.Clone(kb))
 	}
-	return out, it.Err()
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	return timeOrdered(out, keys, func(e *KeyWindowEntry[K, V]) int64 { return e.End }), nil
 }
 
 // SessionBuilder builds session stores. Logged and persistent by default.

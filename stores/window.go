@@ -211,19 +211,24 @@ func (s *windowStore[K, V]) FetchAll(from, to int64) ([]KeyWindowEntry[K, V], er
 			return nil, err
 		}
 		out = append(out, KeyWindowEntry[K, V]{Key: k, Start: start, Value: v})
-		keys = append(keys, kb)
+		keys = append(keys, bytes.Clone(kb))
 	}
 	if err := it.Err(); err != nil {
 		return nil, err
 	}
-	// Segments hold keys in key order; windows come out in time order, as
-	// from Kafka Streams' time-ordered window store.
+	return timeOrdered(out, keys, func(e *KeyWindowEntry[K, V]) int64 { return e.Start }), nil
+}
+
+// timeOrdered sorts entries by time, then serialized key (keys[i] is the
+// key of out[i]): segments hold keys in key order, while Kafka Streams'
+// time-ordered stores, which emit-on-close reads, return time order.
+func timeOrdered[K, V any](out []KeyWindowEntry[K, V], keys [][]byte, time func(*KeyWindowEntry[K, V]) int64) []KeyWindowEntry[K, V] {
 	idx := make([]int, len(out))
 	for i := range idx {
 		idx[i] = i
 	}
 	slices.SortStableFunc(idx, func(a, b int) int {
-		if c := cmp.Compare(out[a].Start, out[b].Start); c != 0 {
+		if c := cmp.Compare(time(&out[a]), time(&out[b])); c != 0 {
 			return c
 		}
 		return bytes.Compare(keys[a], keys[b])
@@ -232,7 +237,7 @@ func (s *windowStore[K, V]) FetchAll(from, to int64) ([]KeyWindowEntry[K, V], er
 	for i, j := range idx {
 		sorted[i] = out[j]
 	}
-	return sorted, nil
+	return sorted
 }
 
 // emitKey is where a window store keeps how far its closed windows were
@@ -240,7 +245,8 @@ func (s *windowStore[K, V]) FetchAll(from, to int64) ([]KeyWindowEntry[K, V], er
 // lives with the store and its changelog.
 var emitKey = append(appendTime(nil, 1<<63-1), "eddy.emitted"...)
 
-// EmittedUpTo returns the start of the last window emitted on close.
+// EmittedUpTo returns the start of the last window (for sessions: the end
+// of the last session) emitted on close.
 func (s *windowStore[K, V]) EmittedUpTo() (int64, bool, error) {
 	b, ok, err := s.under.Get(emitKey)
 	if err != nil || !ok || len(b) != 16 {

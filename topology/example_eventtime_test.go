@@ -40,7 +40,7 @@ func ExampleWindowedCount() {
 	in.PipeAt("ann", "/home", at("10:00:05"))
 	in.PipeAt("bob", "/home", at("10:00:30"))
 	in.PipeAt("ann", "/cart", at("10:00:59"))
-	in.PipeAt("ann", "/pay", at("10:01:20")) // stream time 10:01:20 closes 10:00
+	in.PipeAt("ann", "/pay", at("10:01:20"))  // stream time 10:01:20 closes 10:00
 	in.PipeAt("bob", "/cart", at("10:00:40")) // late: 10:00 closed at 10:01:10
 	for _, r := range streamstest.Output(d, "clicks-per-minute", str, str).ReadRecords() {
 		fmt.Println(r.Key, r.Value)

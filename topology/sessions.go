@@ -45,6 +45,14 @@ func (s *SessionWindowedStream[K, V]) LateRecords(topic string) *SessionWindowed
 	return s
 }
 
+// EmitOnWindowClose emits each session once, when it can no longer grow or
+// merge (stream time passes its end plus gap plus grace), instead of every
+// change: Kafka Streams' EmitStrategy.onWindowClose for sessions.
+func (s *SessionWindowedStream[K, V]) EmitOnWindowClose() *SessionWindowedStream[K, V] {
+	s.emitOnClose = true
+	return s
+}
+
 // SessionCount counts each key's records per session.
 func SessionCount[K, V any](s *SessionWindowedStream[K, V], m ...MaterializedOptions[K, int64]) *KTable[serde.Windowed[K], int64] {
 	return sessionAggregate(s, materializedOr(m), serde.Int64(), func() int64 { return 0 },
@@ -80,11 +88,12 @@ func sessionAggregate[K, V, VA any](s *SessionWindowedStream[K, V], m Materializ
 			WithCaching(false).WithLogging(m.logging, m.logConfig).InMemory(m.backend == InMemory))
 	}
 	info := &tableInfo{}
-	w, lateTopic := s.w, s.lateTopic
+	w, lateTopic, emitOnClose := s.w, s.lateTopic, s.emitOnClose
 	n := b.add(processorSpec[K, V, serde.Windowed[K], change[VA]](funcName, func(bc *rt.BuildCtx) (rt.Node, error) {
 		ch, err := rt.Children[serde.Windowed[K], change[VA]](bc)
 		return &sessionNode[K, V, VA]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, fw: fwd[serde.Windowed[K], VA]{Children: ch},
-			storeName: storeName, sendOld: &info.sendOld, w: w, init: init, agg: agg, merger: merger, lateTopic: lateTopic}, err
+			storeName: storeName, sendOld: &info.sendOld, w: w, init: init, agg: agg, merger: merger, lateTopic: lateTopic,
+			emitOnClose: emitOnClose}, err
 	}), parent)
 	b.connect(n, storeName)
 	var wks serde.Serde[serde.Windowed[K]]
@@ -108,6 +117,11 @@ type sessionNode[K, V, VA any] struct {
 	agg       func(K, V, VA) VA
 	merger    func(K, VA, VA) VA
 	lateTopic string
+	// EmitOnWindowClose: forward each session once, when final; emitted
+	// is the end of the last session emitted (as stored).
+	emitOnClose               bool
+	emittedLoaded, emittedAny bool
+	emitted, nextEmit         int64
 }
 
 func (n *sessionNode[K, V, VA]) Init() (err error) {
@@ -140,6 +154,13 @@ func (n *sessionNode[K, V, VA]) Process(r processor.Record[K, V]) {
 	}
 	if start != ts || end != ts {
 		for _, s := range merged {
+			if n.emitOnClose {
+				if err := n.store.Remove(r.Key, s.Start, s.End); err != nil {
+					n.Fail(err)
+					return
+				}
+				continue
+			}
 			if err := n.store.Remove(r.Key, s.Start, s.End); err != nil {
 				n.Fail(err)
 				return
@@ -157,9 +178,57 @@ func (n *sessionNode[K, V, VA]) Process(r processor.Record[K, V]) {
 		n.Fail(err)
 		return
 	}
-	n.fw.Forward(processor.Record[serde.Windowed[K], change[VA]]{
-		Key: serde.Windowed[K]{Key: r.Key, Window: serde.Window{Start: start, End: end}}, Value: change[VA]{New: agg, HasNew: true}, Timestamp: end, Headers: r.Headers})
+	if n.emitOnClose {
+		n.emitClosed(streamTime - n.w.grace - n.w.gap)
+	} else {
+		n.fw.Forward(processor.Record[serde.Windowed[K], change[VA]]{
+			Key: serde.Windowed[K]{Key: r.Key, Window: serde.Window{Start: start, End: end}}, Value: change[VA]{New: agg, HasNew: true}, Timestamp: end, Headers: r.Headers})
+	}
 	if err := n.store.ExpireBefore(streamTime); err != nil {
 		n.Fail(err)
 	}
+}
+
+// emitClosed forwards every session that ended before closeTime since the
+// last emission, by end, and remembers how far it got.
+func (n *sessionNode[K, V, VA]) emitClosed(closeTime int64) {
+	upTo := closeTime - 1
+	if upTo < 0 {
+		return
+	}
+	if !n.emittedLoaded {
+		last, ok, err := n.store.EmittedUpTo()
+		if err != nil {
+			n.Fail(err)
+			return
+		}
+		n.emittedLoaded, n.emitted, n.emittedAny = true, last, ok
+	}
+	from := int64(0)
+	if n.emittedAny {
+		if upTo <= n.emitted {
+			return
+		}
+		from = n.emitted + 1
+	}
+	now := n.T.WallClockNow()
+	if now < n.nextEmit {
+		return // throttled, as Kafka Streams: at most once per emit interval
+	}
+	n.nextEmit = now + n.T.EmitInterval()
+	entries, err := n.store.FetchAll(from, upTo)
+	if err != nil {
+		n.Fail(err)
+		return
+	}
+	for _, e := range entries {
+		n.fw.Forward(processor.Record[serde.Windowed[K], change[VA]]{
+			Key:   serde.Windowed[K]{Key: e.Key, Window: serde.Window{Start: e.Start, End: e.End}},
+			Value: change[VA]{New: e.Value.Value, HasNew: true}, Timestamp: e.Value.Timestamp})
+	}
+	if err := n.store.SetEmittedUpTo(upTo); err != nil {
+		n.Fail(err)
+		return
+	}
+	n.emitted, n.emittedAny = upTo, true
 }

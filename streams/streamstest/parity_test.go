@@ -160,6 +160,15 @@ var scenarios = map[string]scenario{
 		}, nil, "KSTREAM-MAP-0000000003").To("out", topology.Produced(str, str).WithName("KSTREAM-SINK-0000000004"))
 	}, []parityOut{{"out", false}}, ""},
 
+	"session-emit-on-close": {func(b *topology.Builder) {
+		g := topology.Stream(b, "in", consumed()).GroupByKey()
+		t := topology.SessionCount(g.WindowedBySession(topology.Sessions(30*time.Millisecond, 20*time.Millisecond)).EmitOnWindowClose(),
+			topology.Materialized[string, int64]("se"))
+		topology.Process(t.ToStream(), func() processor.Processor[serde.Windowed[string], int64, string, string] {
+			return &flatSession{}
+		}, nil, "KSTREAM-MAP-0000000003").To("out", topology.Produced(str, str).WithName("KSTREAM-SINK-0000000004"))
+	}, []parityOut{{"out", false}}, ""},
+
 	"stream-table-join": {func(b *topology.Builder) {
 		users := topology.Table(b, "users", consumed(), topology.Materialized[string, string]("users-store"))
 		clicks := topology.Stream(b, "clicks", consumed())

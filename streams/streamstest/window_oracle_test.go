@@ -52,11 +52,13 @@ func TestOracleWindows(t *testing.T) {
 					windowed("tumbling", topology.TumblingWindows(ms(size), ms(grace)))
 					windowed("hopping", topology.HoppingWindows(ms(size), ms(hop), ms(grace)))
 					windowed("sliding", topology.SlidingWindows(ms(slide), ms(grace)))
-					if !onClose {
-						s := topology.SessionAggregate(g.WindowedBySession(topology.Sessions(ms(gap), ms(grace))), zero, sum,
-							func(_ string, a, b int64) int64 { return a + b }, topology.Materialized[string, int64]("session").WithSerdes(str, i64))
-						flatWindowedTo(s, "session")
+					sw := g.WindowedBySession(topology.Sessions(ms(gap), ms(grace)))
+					if onClose {
+						sw = sw.EmitOnWindowClose()
 					}
+					s := topology.SessionAggregate(sw, zero, sum,
+						func(_ string, a, b int64) int64 { return a + b }, topology.Materialized[string, int64]("session").WithSerdes(str, i64))
+					flatWindowedTo(s, "session")
 					top, err := b.Build()
 					if err != nil {
 						t.Fatal(err)
@@ -135,9 +137,6 @@ func TestOracleWindows(t *testing.T) {
 						}
 					}
 					for _, name := range []string{"tumbling", "hopping", "sliding", "session"} {
-						if onClose && name == "session" {
-							continue
-						}
 						recs := streamstest.Output(d, name, str, i64).ReadRecords()
 						got := map[string]int64{}
 						seen := map[string]int{}

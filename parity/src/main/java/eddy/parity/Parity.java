@@ -198,6 +198,16 @@ public final class Parity {
                 .toStream().map(Parity::flat).to("out", Produced.with(Serdes.String(), Serdes.Long()));
         }, outs("out", "long")));
 
+        SCENARIOS.put("session-emit-on-close", new Scenario(b -> {
+            b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
+                .groupByKey()
+                .windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(30), Duration.ofMillis(20)))
+                .emitStrategy(EmitStrategy.onWindowClose())
+                .count(Materialized.as("se"))
+                .toStream().map((wk, v) -> KeyValue.pair(wk.key() + "@" + wk.window().start() + "/" + wk.window().end(), v == null ? "<null>" : v.toString()))
+                .to("out", Produced.with(Serdes.String(), Serdes.String()));
+        }, outs("out", "string")));
+
         SCENARIOS.put("session-count", new Scenario(b -> {
             b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
                 .groupByKey()
