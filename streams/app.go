@@ -203,6 +203,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		Partitions:         topics.Partitions,
 		Subscription:       topics.Subscription,
 		WallClock:          func() int64 { return time.Now().UnixMilli() },
+		Handlers:           a.cfg.handlers(),
 		OnState:            a.onThreadState,
 		NewConsumer:        kclient.NewConsumer,
 		NewProducer:        kclient.NewProducer,

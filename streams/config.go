@@ -98,6 +98,16 @@ type Config struct {
 	// StateListener is called on every state change, from the goroutine
 	// that made it.
 	StateListener func(old, new State)
+
+	// DeserializationErrors decides for records whose key, value or
+	// timestamp cannot be read; ProcessingErrors for records a processor
+	// failed on (an error returned, or a panic in user code);
+	// ProductionErrors for output that cannot be serialized. nil: Fail, as
+	// Kafka Streams' defaults. See Always, Continue, DeadLetter.
+	DeserializationErrors, ProcessingErrors, ProductionErrors ErrorHandler
+	// DeadLetterTopic receives the records a handler dead-letters. It must
+	// exist; required when a handler may answer DeadLetter.
+	DeadLetterTopic string
 }
 
 // managed are client properties eddy sets and a user may not override.

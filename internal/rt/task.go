@@ -3,6 +3,7 @@ package rt
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"sync/atomic"
 
@@ -419,7 +420,7 @@ func (t *Task) Process(r *RawRecord) error {
 	if r.Timestamp > t.streamTime {
 		t.streamTime = r.Timestamp
 	}
-	src.ProcessRaw(r)
+	t.processSafely(src, r)
 	t.inRecord = false
 	t.curRaw = nil
 	t.Counters.Processed.Add(1)
@@ -444,7 +445,8 @@ func (t *Task) Flush() error {
 		return t.err
 	}
 	for _, s := range t.storeSeq {
-		if err := s.Flush(); err != nil {
+		// Flushing a cache forwards records downstream, through user code.
+		if err := safeCall(s.Flush); err != nil {
 			t.fail(fmt.Errorf("task %s: flushing store %s: %w", t.id, s.Name(), err))
 			return t.err
 		}
@@ -561,12 +563,16 @@ func (t *Task) HandleError(kind ErrorKind, node string, err error) {
 	switch action {
 	case ActionContinue:
 		t.Counters.Skipped.Add(1)
+		t.Log.Warn("skipping a failed record", zap.Error(e), zap.String("topic", e.Topic),
+			zap.Int32("partition", e.Partition), zap.Int64("offset", e.Offset))
 	case ActionDeadLetter:
 		if t.cfg.Handlers.DeadLetterTopic == "" || !t.inRecord {
 			t.fail(fmt.Errorf("%w (dead-letter asked, but no dead-letter topic or no input record)", e))
 			return
 		}
 		t.Counters.DeadLettered.Add(1)
+		t.Log.Warn("dead-lettering a failed record", zap.Error(e), zap.String("topic", e.Topic),
+			zap.Int32("partition", e.Partition), zap.Int64("offset", e.Offset), zap.String("dead_letter_topic", t.cfg.Handlers.DeadLetterTopic))
 		t.Send(&OutRecord{
 			Topic: t.cfg.Handlers.DeadLetterTopic, Partition: -1,
 			Key: e.Key, Value: e.Value, Timestamp: e.Timestamp,
@@ -583,8 +589,14 @@ func (t *Task) HandleError(kind ErrorKind, node string, err error) {
 	}
 }
 
+// errorClass names the error's kind and Go type: that of the cause a
+// serde or wrapper error carries, else the error's own.
 func errorClass(e *RecordError) string {
-	return fmt.Sprintf("%s:%T", e.Kind, errors.Unwrap(e.Err))
+	err := e.Err
+	if inner := errors.Unwrap(err); inner != nil {
+		err = inner
+	}
+	return fmt.Sprintf("%s:%T", e.Kind, err)
 }
 
 // changelogWriter sends a store's writes to its changelog partition: the
@@ -669,17 +681,36 @@ func (t *Task) schedule(node string, interval int64, typ processor.PunctuationTy
 	return s, nil
 }
 
+// processSafely runs a record through the task's nodes; a panic in user
+// code (a DSL function) goes to the error handler as a processing error.
+func (t *Task) processSafely(src SourceNode, r *RawRecord) {
+	defer func() {
+		if p := recover(); p != nil {
+			t.HandleError(ErrProcessing, "", panicError(p))
+		}
+	}()
+	src.ProcessRaw(r)
+}
+
+// PanicError is a panic recovered in user code, with the stack where it
+// happened.
+type PanicError struct {
+	Value any
+	Stack string
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+func panicError(p any) error {
+	return &PanicError{Value: p, Stack: string(debug.Stack())}
+}
+
 // safeCall runs user code, turning a panic into an error.
 func safeCall(f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &PanicError{Value: r}
+			err = panicError(r)
 		}
 	}()
 	return f()
 }
-
-// PanicError is a panic recovered in user code.
-type PanicError struct{ Value any }
-
-func (p *PanicError) Error() string { return fmt.Sprintf("panic: %v", p.Value) }

@@ -222,6 +222,17 @@ var dslScenarios = map[string]scenario{
 		topology.WindowedCount(g.WindowedBy(topology.CountWindows(3)).LateRecords("late"))
 	}, nil, ""},
 
+	// A DSL function that panics on some values.
+	"panics": {func(b *topology.Builder) {
+		in := topology.Stream(b, "in", consumed())
+		topology.MapValues(in, func(v string) string {
+			if v == "boom" {
+				panic("cannot handle boom")
+			}
+			return strings.ToUpper(v)
+		}).To("out")
+	}, []parityOut{{"out", false}, {"dlq", false}}, ""},
+
 	// A Processor-API topology: a processor counting per key in its own
 	// store, forwarding to a named child, with punctuators on both clocks.
 	"papi": {func(b *topology.Builder) {

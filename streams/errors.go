@@ -1,0 +1,77 @@
+package streams
+
+import (
+	"github.com/eddy-go/eddy/internal/rt"
+)
+
+// RecordError describes a record that failed: where (deserializing it, in
+// a processor — an error returned or a panic recovered — or serializing
+// output), in which task and node, the input record's topic, partition,
+// offset, key and value bytes, and the error. Its Error method names all of
+// it.
+type RecordError = rt.RecordError
+
+// ErrorKind says at which stage a record failed.
+type ErrorKind = rt.ErrorKind
+
+// The stages a record can fail at.
+const (
+	DeserializationError = rt.ErrDeserialization
+	ProcessingError      = rt.ErrProcessing
+	ProductionError      = rt.ErrProduction
+)
+
+// ErrorAction is what an ErrorHandler decides for a failed record.
+type ErrorAction = rt.ErrorAction
+
+// The actions.
+const (
+	// Fail stops the app; Run returns the RecordError, which names the
+	// record.
+	Fail = rt.ActionFail
+	// Continue skips the record: it is counted (metrics, Counters) and
+	// logged at Warn.
+	Continue = rt.ActionContinue
+	// DeadLetter writes the input record's key and value bytes, unchanged,
+	// to Config.DeadLetterTopic — in the same transaction as the task's
+	// other output under exactly-once — with the headers of Kafka Streams'
+	// KIP-1034 (HeaderErrorClass … HeaderErrorOffset), and continues.
+	DeadLetter = rt.ActionDeadLetter
+)
+
+// Dead-letter record headers (Kafka Streams' KIP-1034 names).
+const (
+	HeaderErrorClass     = rt.HeaderErrorClass
+	HeaderErrorMessage   = rt.HeaderErrorMessage
+	HeaderErrorTopic     = rt.HeaderErrorTopic
+	HeaderErrorPartition = rt.HeaderErrorPartition
+	HeaderErrorOffset    = rt.HeaderErrorOffset
+)
+
+// ErrorHandler decides what happens to a failed record. It runs on the
+// stream thread that hit the error and must not block.
+type ErrorHandler func(e *RecordError) ErrorAction
+
+// Always returns a handler that answers action for every error.
+func Always(action ErrorAction) ErrorHandler {
+	return func(*RecordError) ErrorAction { return action }
+}
+
+// handlers combines the per-stage handlers of c (nil: Fail) into the
+// runtime's.
+func (c *Config) handlers() rt.Handlers {
+	byKind := map[ErrorKind]ErrorHandler{
+		DeserializationError: c.DeserializationErrors,
+		ProcessingError:      c.ProcessingErrors,
+		ProductionError:      c.ProductionErrors,
+	}
+	return rt.Handlers{
+		DeadLetterTopic: c.DeadLetterTopic,
+		Handle: func(e *RecordError) ErrorAction {
+			if h := byKind[e.Kind]; h != nil {
+				return h(e)
+			}
+			return Fail
+		},
+	}
+}
