@@ -179,6 +179,17 @@ func (a *App) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if dlq := a.cfg.DeadLetterTopic; dlq != "" {
+		tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
+		parts, err := admin.Partitions(tctx, []string{dlq})
+		tcancel()
+		if err != nil {
+			return fmt.Errorf("streams: reading the dead-letter topic's metadata: %w", err)
+		}
+		if _, ok := parts[dlq]; !ok {
+			return fmt.Errorf("streams: the dead-letter topic %q does not exist (create it before starting the application)", dlq)
+		}
+	}
 	a.log.Info("starting", zap.String("guarantee", a.cfg.Guarantee.String()), zap.Int("threads", a.cfg.NumStreamThreads),
 		zap.String("process_id", processID), zap.Strings("topics", topics.Subscription))
 
