@@ -125,8 +125,16 @@ type sessionNode[K, V, VA any] struct {
 }
 
 func (n *sessionNode[K, V, VA]) Init() (err error) {
-	n.store, err = rt.Store[stores.SessionStore[K, stores.ValueAndTimestamp[VA]]](n.T, n.storeName)
-	return err
+	if n.store, err = rt.Store[stores.SessionStore[K, stores.ValueAndTimestamp[VA]]](n.T, n.storeName); err != nil || !n.emitOnClose {
+		return err
+	}
+	// A look throttled at the last record is retried from the task's
+	// stream time (also restored after a restart).
+	return n.T.RetryThrottled(n.NodeName, func() {
+		if n.T.StreamTime() >= 0 {
+			n.emitClosed(n.T.StreamTime() - n.w.grace - n.w.gap)
+		}
+	})
 }
 
 func (n *sessionNode[K, V, VA]) Process(r processor.Record[K, V]) {
@@ -179,7 +187,9 @@ func (n *sessionNode[K, V, VA]) Process(r processor.Record[K, V]) {
 		return
 	}
 	if n.emitOnClose {
-		n.emitClosed(streamTime - n.w.grace - n.w.gap)
+		if n.emitClosed(streamTime - n.w.grace - n.w.gap) {
+			return // closed sessions wait for a throttled emission: keep them
+		}
 	} else {
 		n.fw.Forward(processor.Record[serde.Windowed[K], change[VA]]{
 			Key: serde.Windowed[K]{Key: r.Key, Window: serde.Window{Start: start, End: end}}, Value: change[VA]{New: agg, HasNew: true}, Timestamp: end, Headers: r.Headers})
@@ -190,36 +200,37 @@ func (n *sessionNode[K, V, VA]) Process(r processor.Record[K, V]) {
 }
 
 // emitClosed forwards every session that ended before closeTime since the
-// last emission, by end, and remembers how far it got.
-func (n *sessionNode[K, V, VA]) emitClosed(closeTime int64) {
+// last emission, by end, and remembers how far it got. It reports whether
+// closed sessions remain unemitted (throttled).
+func (n *sessionNode[K, V, VA]) emitClosed(closeTime int64) (pending bool) {
 	upTo := closeTime - 1
 	if upTo < 0 {
-		return
+		return false
 	}
 	if !n.emittedLoaded {
 		last, ok, err := n.store.EmittedUpTo()
 		if err != nil {
 			n.Fail(err)
-			return
+			return true
 		}
 		n.emittedLoaded, n.emitted, n.emittedAny = true, last, ok
 	}
 	from := int64(0)
 	if n.emittedAny {
 		if upTo <= n.emitted {
-			return
+			return false
 		}
 		from = n.emitted + 1
 	}
 	now := n.T.WallClockNow()
 	if now < n.nextEmit {
-		return // throttled, as Kafka Streams: at most once per emit interval
+		return true // throttled, as Kafka Streams: at most once per emit interval
 	}
 	n.nextEmit = now + n.T.EmitInterval()
 	entries, err := n.store.FetchAll(from, upTo)
 	if err != nil {
 		n.Fail(err)
-		return
+		return true
 	}
 	for _, e := range entries {
 		n.fw.Forward(processor.Record[serde.Windowed[K], change[VA]]{
@@ -228,7 +239,8 @@ func (n *sessionNode[K, V, VA]) emitClosed(closeTime int64) {
 	}
 	if err := n.store.SetEmittedUpTo(upTo); err != nil {
 		n.Fail(err)
-		return
+		return true
 	}
 	n.emitted, n.emittedAny = upTo, true
+	return false
 }

@@ -259,7 +259,15 @@ func (n *streamJoinNode[K, V, VO, VR]) Init() (err error) {
 		}
 	}
 	n.time = n.T.Shared("join-time:"+n.trackerKey, func() any { return &joinTime{streamTime: -1, minTime: 1<<63 - 1} }).(*joinTime)
-	return nil
+	if n.outerStore == nil || !n.isLeft {
+		return nil
+	}
+	// One side retries throttled emission for both (they share the store).
+	return n.T.RetryThrottled(n.NodeName, func() {
+		if n.time.streamTime >= 0 {
+			n.emitNonJoined(nil)
+		}
+	})
 }
 
 func (n *streamJoinNode[K, V, VO, VR]) Process(r processor.Record[K, V]) {

@@ -274,8 +274,15 @@ func (n *timeWindowNode[K, V, VA]) Init() (err error) {
 	}
 	if !n.emitOnClose {
 		n.cached = n.forwardOnFlush()
+		return nil
 	}
-	return nil
+	// A look throttled at the last record is retried from the task's
+	// stream time (also restored after a restart).
+	return n.T.RetryThrottled(n.NodeName, func() {
+		if n.T.StreamTime() >= 0 {
+			n.emitClosed(n.T.StreamTime() - n.windows.grace)
+		}
+	})
 }
 
 // forwardOnFlush makes the cached window store forward its updates as the
@@ -366,8 +373,11 @@ func (n *timeWindowNode[K, V, VA]) Process(r processor.Record[K, V]) {
 // afterProcess emits the windows that closed (EmitOnWindowClose) and
 // expires old segments.
 func (n *timeWindowNode[K, V, VA]) afterProcess(streamTime, closeTime int64) {
-	if n.emitOnClose {
-		n.emitClosed(closeTime)
+	if n.emitOnClose && n.emitClosed(closeTime) {
+		// Closed windows wait for a throttled emission: expiring now
+		// would drop them unemitted (a jump in stream time can close and
+		// expire a window at once).
+		return
 	}
 	if err := n.store.ExpireBefore(streamTime); err != nil {
 		n.Fail(err)
@@ -375,24 +385,25 @@ func (n *timeWindowNode[K, V, VA]) afterProcess(streamTime, closeTime int64) {
 }
 
 // emitClosed forwards the final result of every window that closed since
-// the last emission, in store order, and remembers how far it got.
-func (n *timeWindowNode[K, V, VA]) emitClosed(closeTime int64) {
+// the last emission, in store order, and remembers how far it got. It
+// reports whether closed windows remain unemitted (throttled).
+func (n *timeWindowNode[K, V, VA]) emitClosed(closeTime int64) (pending bool) {
 	upTo := n.windows.closedUpTo(closeTime)
 	if upTo < 0 {
-		return
+		return false
 	}
 	if !n.emittedLoaded {
 		last, ok, err := n.store.EmittedUpTo()
 		if err != nil {
 			n.Fail(err)
-			return
+			return true
 		}
 		n.emittedLoaded, n.emitted, n.emittedAny = true, last, ok
 	}
 	from := int64(0)
 	if n.emittedAny {
 		if upTo <= n.emitted {
-			return
+			return false
 		}
 		from = n.emitted + 1
 	}
@@ -400,18 +411,18 @@ func (n *timeWindowNode[K, V, VA]) emitClosed(closeTime int64) {
 		// Window starts are multiples of advance: nothing new closed until
 		// upTo reaches the next one.
 		if next := (from + n.windows.advance - 1) / n.windows.advance * n.windows.advance; next > upTo {
-			return
+			return false
 		}
 	}
 	now := n.T.WallClockNow()
 	if now < n.nextEmit {
-		return // throttled, as Kafka Streams: at most once per emit interval
+		return true // throttled, as Kafka Streams: at most once per emit interval
 	}
 	n.nextEmit = now + n.T.EmitInterval()
 	entries, err := n.store.FetchAll(from, upTo)
 	if err != nil {
 		n.Fail(err)
-		return
+		return true
 	}
 	for _, e := range entries {
 		n.fw.Forward(processor.Record[serde.Windowed[K], change[VA]]{
@@ -420,9 +431,10 @@ func (n *timeWindowNode[K, V, VA]) emitClosed(closeTime int64) {
 	}
 	if err := n.store.SetEmittedUpTo(upTo); err != nil {
 		n.Fail(err)
-		return
+		return true
 	}
 	n.emitted, n.emittedAny = upTo, true
+	return false
 }
 
 // late handles a record for a closed window: counted, logged at Debug, and

@@ -521,6 +521,21 @@ func (t *Task) WallClockNow() int64 {
 // EmitInterval is TaskConfig.EmitInterval.
 func (t *Task) EmitInterval() int64 { return t.cfg.EmitInterval }
 
+// RetryThrottled schedules fn on the wall clock every EmitInterval, for a
+// node whose emission was throttled: final results due while no record
+// arrives still go out, one interval later. Nothing is scheduled when
+// emission is not throttled (EmitInterval 0).
+func (t *Task) RetryThrottled(node string, fn func()) error {
+	if t.cfg.EmitInterval <= 0 {
+		return nil
+	}
+	_, err := t.schedule(node, t.cfg.EmitInterval, processor.WallClockTime, func(int64) error {
+		fn()
+		return nil
+	})
+	return err
+}
+
 // SendCurrent writes the record being processed — its key and value as
 // read — to topic, with its headers and extra ones after them. Outside a
 // record (punctuation) it does nothing.

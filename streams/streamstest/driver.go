@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/eddy-go/eddy/internal/rt"
 	"github.com/eddy-go/eddy/processor"
@@ -31,6 +32,11 @@ type Options struct {
 	OnError func(*rt.RecordError) rt.ErrorAction
 	// DeadLetterTopic receives dead-lettered records.
 	DeadLetterTopic string
+	// EmitInterval throttles, on the wall clock, how often operations
+	// that emit on window close look for closed windows, as the Kafka
+	// runtime does (once a second). Default 0: they look after every
+	// record, so output does not depend on the wall clock.
+	EmitInterval time.Duration
 }
 
 // Driver runs a topology without a broker: the same nodes, stores, cache
@@ -129,11 +135,12 @@ func Open(top *topology.Topology, opts ...Options) (*Driver, error) {
 				}
 				return d.wsP
 			},
-			Cache:     d.cache,
-			Collector: d,
-			WallClock: func() int64 { return d.now },
-			Handlers:  rt.Handlers{Handle: o.OnError, DeadLetterTopic: o.DeadLetterTopic},
-			Globals:   views,
+			Cache:        d.cache,
+			Collector:    d,
+			WallClock:    func() int64 { return d.now },
+			Handlers:     rt.Handlers{Handle: o.OnError, DeadLetterTopic: o.DeadLetterTopic},
+			Globals:      views,
+			EmitInterval: o.EmitInterval.Milliseconds(),
 		})
 		if err != nil {
 			d.Close()
