@@ -152,6 +152,13 @@ func (p *Pebble) Close() error {
 // Metrics returns Pebble's metrics, for diagnostics.
 func (p *Pebble) Metrics() *pebble.Metrics { return p.db.Metrics() }
 
+// StoreDiskBytes estimates the bytes one store of one task takes on disk
+// (writes still in the memtable are not counted).
+func (p *Pebble) StoreDiskBytes(task, store string) (uint64, error) {
+	prefix := DataPrefix(task, store)
+	return p.db.EstimateDiskUsage(prefix, prefixEnd(prefix))
+}
+
 type pebbleIter struct {
 	it      *pebble.Iterator
 	reverse bool

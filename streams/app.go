@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/eddy-go/eddy/internal/engine"
@@ -46,9 +47,12 @@ var ErrClosed = errors.New("streams: app already ran; create a new one")
 // Start more instances (processes, or Apps with their own StateDir) to
 // scale out.
 type App struct {
-	prog *rt.Program
-	cfg  Config
-	log  *zap.Logger
+	prog     *rt.Program
+	top      *topology.Topology
+	cfg      Config
+	log      *zap.Logger
+	metrics  *engine.Metrics
+	registry *prometheus.Registry
 
 	mu sync.Mutex
 	// guarded by mu
@@ -60,6 +64,16 @@ type App struct {
 	err          error
 	threads      []*engine.Thread
 	globals      *engine.GlobalReader
+	pebble       *stores.Pebble // nil unless running
+	memory       *stores.Memory
+	procID       string
+	// subPartitions: the task count of each sub-topology.
+	subPartitions map[int]int32
+	directory     *directory // nil without ApplicationServer
+
+	// storeMu is held (read) by interactive queries while they read the
+	// state store, and (write) while it closes.
+	storeMu sync.RWMutex
 }
 
 // New checks cfg and returns an App for top. Nothing connects to Kafka
@@ -73,7 +87,11 @@ func New(top *topology.Topology, cfg Config) (*App, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &App{prog: prog, cfg: cfg, log: cfg.Logger.With(zap.String("application_id", cfg.ApplicationID)), done: make(chan struct{})}, nil
+	a := &App{prog: prog, top: top, cfg: cfg, log: cfg.Logger.With(zap.String("application_id", cfg.ApplicationID)), done: make(chan struct{})}
+	if err := a.registerMetrics(); err != nil {
+		return nil, fmt.Errorf("streams: registering metrics: %w", err)
+	}
+	return a, nil
 }
 
 // State returns the app's current state.
@@ -161,7 +179,15 @@ func (a *App) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("streams: opening the state store in %s (is another instance using this StateDir?): %w", dir, err)
 	}
 	memory := stores.NewMemory()
+	a.mu.Lock()
+	a.pebble, a.memory = pebble, memory
+	a.mu.Unlock()
 	defer func() {
+		a.storeMu.Lock()
+		a.mu.Lock()
+		a.pebble, a.memory = nil, nil
+		a.mu.Unlock()
+		a.storeMu.Unlock()
 		memory.Close()
 		if cerr := pebble.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("streams: closing the state store: %w", cerr)
@@ -179,6 +205,30 @@ func (a *App) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	subParts := map[int]int32{}
+	for _, st := range a.prog.Subtopologies {
+		if st.Global == nil && len(st.SourceTopics) > 0 {
+			t := st.SourceTopics[0]
+			if a.prog.IsInternal(t) {
+				t = rt.InternalTopicName(a.cfg.ApplicationID, t)
+			}
+			subParts[st.ID] = topics.Partitions[t]
+		}
+	}
+	var idir *directory
+	if a.cfg.ApplicationServer != "" {
+		tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
+		err := admin.CreateTopics(tctx, []kclient.TopicSpec{{Name: directoryTopic(a.cfg.ApplicationID), Partitions: 1,
+			ReplicationFactor: a.cfg.ReplicationFactor, Config: map[string]string{"cleanup.policy": "compact"}}})
+		tcancel()
+		if err != nil {
+			return fmt.Errorf("streams: creating the instance directory topic %s: %w", directoryTopic(a.cfg.ApplicationID), err)
+		}
+		idir = &directory{byID: map[string]instanceInfo{}}
+	}
+	a.mu.Lock()
+	a.procID, a.subPartitions, a.directory = processID, subParts, idir
+	a.mu.Unlock()
 	if dlq := a.cfg.DeadLetterTopic; dlq != "" {
 		tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
 		parts, err := admin.Partitions(tctx, []string{dlq})
@@ -215,6 +265,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		Subscription:       topics.Subscription,
 		WallClock:          func() int64 { return time.Now().UnixMilli() },
 		Handlers:           a.cfg.handlers(),
+		Metrics:            a.metrics,
 		OnState:            a.onThreadState,
 		NewConsumer:        kclient.NewConsumer,
 		NewProducer:        kclient.NewProducer,
@@ -246,6 +297,13 @@ func (a *App) Run(ctx context.Context) (err error) {
 			cancel()
 		}
 	}()
+	if idir != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.runDirectory(ctx, idir, processID)
+		}()
+	}
 	for _, th := range threads {
 		wg.Add(1)
 		go func() {

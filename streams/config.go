@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
@@ -108,6 +109,16 @@ type Config struct {
 	// DeadLetterTopic receives the records a handler dead-letters. It must
 	// exist; required when a handler may answer DeadLetter.
 	DeadLetterTopic string
+
+	// Metrics, when set, also registers the app's Prometheus metrics there
+	// (prometheus.DefaultRegisterer, or a service's own registry); each is
+	// labelled application_id. Handler serves them at /metrics either way.
+	Metrics prometheus.Registerer
+	// ApplicationServer is the "host:port" where this instance's Handler is
+	// reachable by the other instances, for interactive queries across
+	// instances (MetadataForKey, GET /stores/...). Empty: queries answer
+	// from this instance only.
+	ApplicationServer string
 }
 
 // managed are client properties eddy sets and a user may not override.

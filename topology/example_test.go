@@ -57,3 +57,38 @@ func ExampleTopology_Describe() {
 	//     Sink: KSTREAM-SINK-0000000008 (topic: word-counts)
 	//       <-- KTABLE-TOSTREAM-0000000007
 }
+
+// A topology as a Mermaid flowchart, for a README or a pull request: GitHub
+// renders it inside a ```mermaid block. The admin endpoint serves it at
+// /topology?format=mermaid.
+func ExampleTopology_Mermaid() {
+	b := topology.NewBuilder()
+	clicks := topology.Stream(b, "clicks", topology.Consumed(serde.String(), serde.String()))
+	counts := topology.Count(clicks.Filter(func(_, page string) bool { return page != "" }).GroupByKey(),
+		topology.Materialized[string, int64]("clicks-per-user"))
+	counts.ToStream().To("click-counts", topology.Produced(serde.String(), serde.Int64()))
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	fmt.Print(top.Mermaid())
+	// Output:
+	// flowchart TB
+	//   subgraph sub0["Sub-topology 0"]
+	//     n0["KSTREAM-SOURCE-0000000000"]
+	//     n1["KSTREAM-FILTER-0000000001"]
+	//     n2["KSTREAM-AGGREGATE-0000000002"]
+	//     n3["KTABLE-TOSTREAM-0000000003"]
+	//     n4["KSTREAM-SINK-0000000004"]
+	//   end
+	//   t5[/"clicks"/]
+	//   s6[("clicks-per-user")]
+	//   t7[/"click-counts"/]
+	//   t5 --> n0
+	//   n0 --> n1
+	//   n1 --> n2
+	//   n2 --> n3
+	//   n2 --- s6
+	//   n3 --> n4
+	//   n4 --> t7
+}

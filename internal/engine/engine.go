@@ -47,6 +47,8 @@ type Config struct {
 	Handlers rt.Handlers
 	// WallClock returns the time in milliseconds (time.Now by default).
 	WallClock func() int64
+	// Metrics, when set, are updated as threads work.
+	Metrics *Metrics
 	// OnState reports thread state changes.
 	OnState func(thread int, s ThreadState)
 	// NewConsumer and NewProducer make clients (tests may replace them).

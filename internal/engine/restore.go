@@ -265,6 +265,7 @@ func (th *Thread) restoreStep() error {
 	}
 	if len(th.restoring) == 0 {
 		th.clearRestore()
+		th.snapshot(true)
 		th.setState(ThreadRunning)
 	}
 	return nil

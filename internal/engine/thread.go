@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/eddy-go/eddy/internal/kclient"
@@ -63,7 +64,9 @@ type Thread struct {
 	restoreAssign  bool
 	restoreLogTime time.Time
 
-	Stats ThreadStats
+	Stats     ThreadStats
+	snapshots snapshotter
+	produced  map[string]prometheus.Counter // by topic, when metrics are on
 }
 
 type changelogRef struct {
@@ -80,12 +83,13 @@ type task struct {
 }
 
 type partition struct {
-	tp     kclient.TP
-	task   *task
-	buf    []*rt.RawRecord
-	head   int
-	paused bool
-	next   int64 // offset after the last processed record, -1 none yet
+	tp       kclient.TP
+	consumed prometheus.Counter // nil without metrics
+	task     *task
+	buf      []*rt.RawRecord
+	head     int
+	paused   bool
+	next     int64 // offset after the last processed record, -1 none yet
 }
 
 func (p *partition) size() int { return len(p.buf) - p.head }
@@ -153,7 +157,9 @@ func (th *Thread) session(ctx context.Context) (err error) {
 	th.written = map[kclient.TP]changelogRef{}
 	th.wsP = stores.NewWriteSet(th.cfg.Pebble)
 	th.wsM = stores.NewWriteSet(th.cfg.Memory)
+	th.retireCache()
 	th.cache = stores.NewCache(th.cfg.CacheBytes)
+	th.produced = map[string]prometheus.Counter{}
 
 	pcfg := cloneCfg(th.cfg.Producer)
 	if th.cfg.ExactlyOnce {
@@ -230,6 +236,7 @@ func (th *Thread) step() error {
 	if err := th.punctuateWallClock(); err != nil {
 		return rejoinIfFatal(err)
 	}
+	th.snapshot(false)
 	if time.Since(th.lastCommit) >= th.cfg.CommitInterval {
 		return th.commit()
 	}
@@ -295,6 +302,9 @@ func (th *Thread) poll() error {
 		p.task.t.Prepare(r) // timestamps from extractors, for ordering
 		p.buf = append(p.buf, r)
 		th.Stats.Consumed.Add(1)
+		if p.consumed != nil {
+			p.consumed.Inc()
+		}
 	}
 	return nil
 }
@@ -348,7 +358,15 @@ func (th *Thread) process() error {
 					break
 				}
 				r := p.pop()
-				err := tk.t.Process(r)
+				var err error
+				if m := th.cfg.Metrics; m != nil {
+					t0 := time.Now()
+					err = tk.t.Process(r)
+					m.ProcessLatency.Observe(time.Since(t0).Seconds())
+					m.EndToEnd.Observe(float64(t0.UnixMilli()-r.Timestamp) / 1000)
+				} else {
+					err = tk.t.Process(r)
+				}
 				p.next = r.Offset + 1
 				th.dirty = true
 				progressed = true
@@ -392,6 +410,14 @@ func (th *Thread) Send(t *rt.Task, rec *rt.OutRecord) error {
 		}
 	}
 	th.Stats.Produced.Add(1)
+	if m := th.cfg.Metrics; m != nil {
+		c := th.produced[rec.Topic]
+		if c == nil {
+			c = m.Produced.WithLabelValues(rec.Topic)
+			th.produced[rec.Topic] = c
+		}
+		c.Inc()
+	}
 	return th.producer.Produce(rec)
 }
 
@@ -485,6 +511,9 @@ func (th *Thread) commit() error {
 	th.dirty = false
 	th.Stats.Commits.Add(1)
 	th.Stats.CommitNanos.Add(time.Since(start).Nanoseconds())
+	if m := th.cfg.Metrics; m != nil {
+		m.CommitDuration.Observe(time.Since(start).Seconds())
+	}
 	th.maybePurge()
 	return nil
 }
@@ -582,6 +611,7 @@ func (th *Thread) abortAndRewind(cause error) error {
 	th.wsM.Discard()
 	for _, tk := range th.order {
 		tk.t.Discard()
+		th.retireTask(tk.t)
 		tk.t.Close()
 		nt, err := th.newRTTask(tk.id)
 		if err != nil {
@@ -742,6 +772,7 @@ func (th *Thread) revoke(lost bool) {
 		th.closeTasksDirty()
 	} else {
 		for _, tk := range th.order {
+			th.retireTask(tk.t)
 			if err := tk.t.Close(); err != nil {
 				th.log.Warn("closing task", zap.Stringer("task", tk.id), zap.Error(err))
 			}
@@ -754,6 +785,7 @@ func (th *Thread) revoke(lost bool) {
 	th.committedTime = map[kclient.TP]int64{}
 	th.clearRestore()
 	th.dirty = false
+	th.snapshot(true)
 	th.log.Info("partitions revoked", zap.Bool("lost", lost))
 }
 
@@ -762,6 +794,7 @@ func (th *Thread) closeTasksDirty() {
 	th.wsM.Discard()
 	for _, tk := range th.order {
 		tk.t.Discard()
+		th.retireTask(tk.t)
 		tk.t.Close()
 	}
 	th.tasks = map[processor.TaskID]*task{}
@@ -803,6 +836,9 @@ func (th *Thread) assign(tps []kclient.TP) error {
 				th.order = append(th.order, tk)
 			}
 			p := &partition{tp: tp, task: tk, next: -1}
+			if m := th.cfg.Metrics; m != nil {
+				p.consumed = m.Consumed.WithLabelValues(tp.Topic)
+			}
 			tk.parts = append(tk.parts, p)
 			th.parts[tp] = p
 		}
@@ -824,6 +860,7 @@ func (th *Thread) assign(tps []kclient.TP) error {
 	if err := th.startRestore(ctx); err != nil {
 		return err
 	}
+	th.snapshot(true) // interactive queries see the new assignment at once
 	if len(th.restoring) == 0 {
 		th.setState(ThreadRunning)
 	}
@@ -858,7 +895,9 @@ func (th *Thread) shutdown() error {
 		th.log.Warn("final commit failed", zap.Error(err))
 		return err
 	}
+	th.snapshot(true)
 	for _, tk := range th.order {
+		th.retireTask(tk.t)
 		tk.t.Close()
 	}
 	th.tasks, th.order = map[processor.TaskID]*task{}, nil

@@ -180,6 +180,14 @@ func withOffsets(offsets map[TP]int64, meta map[TP]string) []kafka.TopicPartitio
 	return tps
 }
 
+func (c *consumer) HighWatermark(tp TP) int64 {
+	_, hi, err := c.c.GetWatermarkOffsets(tp.Topic, tp.Partition)
+	if err != nil || hi < 0 {
+		return -1
+	}
+	return hi
+}
+
 func (c *consumer) Position(tps []TP) (map[TP]int64, error) {
 	res, err := c.c.Position(ktps(tps))
 	if err != nil {

@@ -48,6 +48,9 @@ type Consumer interface {
 	Committed(ctx context.Context, tps []TP) (map[TP]int64, map[TP]string, error)
 	// Position returns the next offsets to read.
 	Position(tps []TP) (map[TP]int64, error)
+	// HighWatermark returns the partition's end offset as last seen in a
+	// fetch response (no broker round trip; -1 when unknown).
+	HighWatermark(tp TP) int64
 	// Commit commits offsets, each with its metadata (may be nil),
 	// synchronously (at-least-once).
 	Commit(offsets map[TP]int64, meta map[TP]string) error

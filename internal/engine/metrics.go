@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/rt"
+)
+
+// Metrics are the instruments stream threads update as they work; the
+// streams package registers them with the rest of its collector.
+type Metrics struct {
+	Consumed, Produced *prometheus.CounterVec // by topic
+	ProcessLatency     prometheus.Histogram   // per record, through its task
+	EndToEnd           prometheus.Histogram   // processing time minus record time
+	CommitDuration     prometheus.Histogram
+}
+
+// NewMetrics makes the instruments, with constLabels on each.
+func NewMetrics(constLabels prometheus.Labels) *Metrics {
+	return &Metrics{
+		Consumed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eddy_records_consumed_total",
+			Help: "Records read from each topic by the stream threads.", ConstLabels: constLabels}, []string{"topic"}),
+		Produced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eddy_records_produced_total",
+			Help: "Records written to each topic (outputs, repartition topics, changelogs, dead letters).", ConstLabels: constLabels}, []string{"topic"}),
+		ProcessLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "eddy_process_latency_seconds",
+			Help: "Time to process one record through its task.", ConstLabels: constLabels,
+			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 10)}),
+		EndToEnd: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "eddy_end_to_end_latency_seconds",
+			Help: "Wall-clock time when a record is processed minus its timestamp.", ConstLabels: constLabels,
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12)}),
+		CommitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "eddy_commit_duration_seconds",
+			Help: "Time of each commit (cache flush, producer flush, offsets or transaction, stores).", ConstLabels: constLabels,
+			Buckets: prometheus.ExponentialBuckets(0.0005, 3, 10)}),
+	}
+}
+
+// Collectors are the instruments, for registration.
+func (m *Metrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.Consumed, m.Produced, m.ProcessLatency, m.EndToEnd, m.CommitDuration}
+}
+
+// PartitionSnapshot is one input partition of a task.
+type PartitionSnapshot struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Position is the offset after the last record processed (-1: none
+	// yet), Committed the last committed one (-1: none).
+	Position  int64 `json:"position"`
+	Committed int64 `json:"committed"`
+	// Lag is the partition's end offset minus what the task has consumed
+	// (processed or committed), -1 when the end is not known yet.
+	Lag      int64 `json:"lag"`
+	Buffered int   `json:"buffered"`
+}
+
+// TaskSnapshot is one task of a thread.
+type TaskSnapshot struct {
+	ID         string              `json:"id"`
+	Restoring  bool                `json:"restoring"`
+	StreamTime int64               `json:"stream_time"`
+	Partitions []PartitionSnapshot `json:"partitions"`
+}
+
+// Counts are records counted since the instance started.
+type Counts struct {
+	Processed    int64 `json:"processed"`
+	Skipped      int64 `json:"skipped"`
+	DeadLettered int64 `json:"dead_lettered"`
+	Late         int64 `json:"late"`
+	CacheHits    int64 `json:"cache_hits"`
+	CacheMisses  int64 `json:"cache_misses"`
+}
+
+// ThreadSnapshot is a thread's assignment and progress, refreshed about
+// twice a second.
+type ThreadSnapshot struct {
+	Thread int            `json:"thread"`
+	State  string         `json:"state"`
+	Tasks  []TaskSnapshot `json:"tasks"`
+	Counts Counts         `json:"counts"`
+	Taken  time.Time      `json:"taken"`
+}
+
+// snapshotter keeps a thread's last snapshot and the counts of tasks and
+// caches it no longer has.
+type snapshotter struct {
+	mu   sync.Mutex
+	snap ThreadSnapshot
+	// gone: counts of closed tasks and replaced caches.
+	gone Counts
+	last time.Time
+}
+
+// Snapshot returns the thread's last snapshot.
+func (th *Thread) Snapshot() ThreadSnapshot {
+	th.snapshots.mu.Lock()
+	defer th.snapshots.mu.Unlock()
+	s := th.snapshots.snap
+	s.Tasks = append([]TaskSnapshot(nil), s.Tasks...)
+	return s
+}
+
+// retireTask keeps a closing task's counts.
+func (th *Thread) retireTask(t *rt.Task) {
+	th.snapshots.mu.Lock()
+	defer th.snapshots.mu.Unlock()
+	addCounters(&th.snapshots.gone, t)
+}
+
+// retireCache keeps a replaced cache's hit counts.
+func (th *Thread) retireCache() {
+	if th.cache == nil {
+		return
+	}
+	h, m, _ := th.cache.Stats()
+	th.snapshots.mu.Lock()
+	defer th.snapshots.mu.Unlock()
+	th.snapshots.gone.CacheHits += h
+	th.snapshots.gone.CacheMisses += m
+}
+
+func addCounters(c *Counts, t *rt.Task) {
+	c.Processed += t.Counters.Processed.Load()
+	c.Skipped += t.Counters.Skipped.Load()
+	c.DeadLettered += t.Counters.DeadLettered.Load()
+	c.Late += t.Counters.Late.Load()
+}
+
+// snapshot refreshes the thread's snapshot when it is older than 500ms (or
+// now, when force).
+func (th *Thread) snapshot(force bool) {
+	now := time.Now()
+	if !force && now.Sub(th.snapshots.last) < 500*time.Millisecond {
+		return
+	}
+	th.snapshots.last = now
+	s := ThreadSnapshot{Thread: th.idx, State: th.state.String(), Taken: now}
+	var c Counts
+	for _, tk := range th.order {
+		ts := TaskSnapshot{ID: tk.id.String(), Restoring: tk.restoring > 0, StreamTime: tk.t.StreamTime()}
+		for _, p := range tk.parts {
+			ps := PartitionSnapshot{Topic: p.tp.Topic, Partition: p.tp.Partition, Position: p.next, Committed: -1, Lag: -1, Buffered: p.size()}
+			if off, ok := th.committed[p.tp]; ok {
+				ps.Committed = off
+			}
+			if hw := th.hwm(p.tp); hw >= 0 {
+				consumed := max(ps.Position, ps.Committed, 0)
+				ps.Lag = max(hw-consumed, 0)
+			}
+			ts.Partitions = append(ts.Partitions, ps)
+		}
+		addCounters(&c, tk.t)
+		s.Tasks = append(s.Tasks, ts)
+	}
+	if th.cache != nil {
+		h, m, _ := th.cache.Stats()
+		c.CacheHits, c.CacheMisses = h, m
+	}
+	th.snapshots.mu.Lock()
+	g := th.snapshots.gone
+	c.Processed += g.Processed
+	c.Skipped += g.Skipped
+	c.DeadLettered += g.DeadLettered
+	c.Late += g.Late
+	c.CacheHits += g.CacheHits
+	c.CacheMisses += g.CacheMisses
+	s.Counts = c
+	th.snapshots.snap = s
+	th.snapshots.mu.Unlock()
+}
+
+func (th *Thread) hwm(tp kclient.TP) int64 {
+	if th.consumer == nil {
+		return -1
+	}
+	return th.consumer.HighWatermark(tp)
+}

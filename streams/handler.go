@@ -1,0 +1,261 @@
+package streams
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/eddy-go/eddy/internal/engine"
+	"github.com/eddy-go/eddy/stores"
+)
+
+// forwardedHeader marks a query one instance forwarded to another, so the
+// receiver answers it or fails, never forwards it again.
+const forwardedHeader = "X-Eddy-Forwarded-By"
+
+// Handler returns the app's admin endpoint, for a service to mount on its
+// own mux (under a prefix with http.StripPrefix if it likes):
+//
+//	GET /healthz                   200 while the app has no fatal error, else 503
+//	GET /readyz                    200 while Running (assigned, restored), else 503
+//	GET /metrics                   the app's Prometheus metrics
+//	GET /topology                  the topology as Describe prints it;
+//	                               ?format=mermaid for a Mermaid flowchart
+//	GET /state                     state, threads, tasks, lag, stream time (JSON)
+//	GET /stores/{store}/keys/{key} a key-value store's value for key (JSON),
+//	                               answered here or by the instance that owns it
+//
+// A key in a path is the key as text: strings as they are, numbers in
+// decimal, other key types as JSON (path-escaped).
+func (a *App) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", a.serveHealth)
+	mux.HandleFunc("GET /readyz", a.serveReady)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{ErrorLog: zapPrinter{a}}))
+	mux.HandleFunc("GET /topology", a.serveTopology)
+	mux.HandleFunc("GET /state", a.serveState)
+	mux.HandleFunc("GET /stores/{store}/keys/{key}", a.serveKey)
+	return mux
+}
+
+type zapPrinter struct{ a *App }
+
+func (z zapPrinter) Println(v ...any) { z.a.log.Warn("metrics: " + fmt.Sprint(v...)) }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func (a *App) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	a.mu.Lock()
+	state, err := a.state, a.err
+	a.mu.Unlock()
+	if state == Error || err != nil {
+		msg := "failed"
+		if err != nil {
+			msg = err.Error()
+		}
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "failed", "state": state.String(), "error": msg})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "state": state.String()})
+}
+
+func (a *App) serveReady(w http.ResponseWriter, _ *http.Request) {
+	state := a.State()
+	status := http.StatusOK
+	if state != Running {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, map[string]any{"ready": state == Running, "state": state.String()})
+}
+
+func (a *App) serveTopology(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	switch f := r.URL.Query().Get("format"); f {
+	case "", "text":
+		io.WriteString(w, a.top.Describe())
+	case "mermaid":
+		io.WriteString(w, a.top.Mermaid())
+	default:
+		http.Error(w, fmt.Sprintf("unknown format %q (text or mermaid)", f), http.StatusBadRequest)
+	}
+}
+
+// StateReport is what GET /state answers.
+type StateReport struct {
+	ApplicationID     string                  `json:"application_id"`
+	ProcessID         string                  `json:"process_id"`
+	ApplicationServer string                  `json:"application_server,omitempty"`
+	State             string                  `json:"state"`
+	Error             string                  `json:"error,omitempty"`
+	Threads           []engine.ThreadSnapshot `json:"threads"`
+	// Instances are the application's instances as the directory knows
+	// them (with ApplicationServer set).
+	Instances []InstanceReport `json:"instances,omitempty"`
+	// GlobalApplied and GlobalSkipped count global-table records.
+	GlobalApplied int64 `json:"global_applied"`
+	GlobalSkipped int64 `json:"global_skipped"`
+}
+
+// InstanceReport is one instance of the application and its tasks.
+type InstanceReport struct {
+	ProcessID string   `json:"process_id"`
+	Server    string   `json:"server"`
+	Tasks     []string `json:"tasks"`
+}
+
+// Report returns the app's state, threads, tasks (with per-partition lag
+// and stream time) and known instances: what GET /state serves.
+func (a *App) Report() StateReport {
+	a.mu.Lock()
+	rep := StateReport{ApplicationID: a.cfg.ApplicationID, ProcessID: a.procID, ApplicationServer: a.cfg.ApplicationServer, State: a.state.String()}
+	if a.err != nil {
+		rep.Error = a.err.Error()
+	}
+	threads, g, dir := a.threads, a.globals, a.directory
+	a.mu.Unlock()
+	rep.Threads = []engine.ThreadSnapshot{}
+	for _, th := range threads {
+		rep.Threads = append(rep.Threads, th.Snapshot())
+	}
+	if g != nil {
+		rep.GlobalApplied, rep.GlobalSkipped = g.Applied.Load(), g.Skipped.Load()
+	}
+	if dir != nil {
+		for _, in := range dir.all() {
+			rep.Instances = append(rep.Instances, InstanceReport{ProcessID: in.ProcessID, Server: in.Server, Tasks: in.Tasks})
+		}
+	}
+	return rep
+}
+
+func (a *App) serveState(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, a.Report())
+}
+
+// KeyAnswer is what GET /stores/{store}/keys/{key} answers.
+type KeyAnswer struct {
+	Store string `json:"store"`
+	Key   string `json:"key"`
+	Found bool   `json:"found"`
+	Value any    `json:"value,omitempty"`
+	// Timestamp of the record that last wrote the value (DSL stores).
+	Timestamp *int64 `json:"timestamp,omitempty"`
+	Task      string `json:"task"`
+	Partition int32  `json:"partition"`
+	// ServedBy is the process id of the instance that read the store.
+	ServedBy string `json:"served_by"`
+	Error    string `json:"error,omitempty"`
+}
+
+func (a *App) serveKey(w http.ResponseWriter, r *http.Request) {
+	name, text := r.PathValue("store"), r.PathValue("key")
+	ans := KeyAnswer{Store: name, Key: text}
+	fail := func(status int, err error) {
+		ans.Error = err.Error()
+		if errors.Is(err, ErrNotQueryable) {
+			w.Header().Set("Retry-After", "1")
+		}
+		writeJSON(w, status, ans)
+	}
+	s, err := a.storeOf(name, stores.KindKeyValue)
+	if err != nil {
+		fail(http.StatusNotFound, err)
+		return
+	}
+	tq, ok := s.Builder.(stores.TextQuerier)
+	if !ok {
+		fail(http.StatusNotImplemented, fmt.Errorf("store %q cannot be queried over HTTP (builder %T)", name, s.Builder))
+		return
+	}
+	topic := a.storeTopic(s)
+	kb, err := tq.KeyBytes(text, topic)
+	if err != nil {
+		fail(http.StatusBadRequest, err)
+		return
+	}
+	md, err := a.metadataForKeyBytes(s, kb)
+	ans.Task, ans.Partition = md.Task, md.Partition
+	if err != nil {
+		fail(http.StatusServiceUnavailable, err)
+		return
+	}
+	if !md.Local {
+		if by := r.Header.Get(forwardedHeader); by != "" {
+			fail(http.StatusServiceUnavailable, fmt.Errorf("%w: forwarded by %s, but task %s is not here (rebalancing?)", ErrNotQueryable, by, md.Task))
+			return
+		}
+		if md.Server == "" {
+			fail(http.StatusServiceUnavailable, fmt.Errorf("%w: task %s is owned by %s, which advertises no ApplicationServer", ErrNotQueryable, md.Task, md.ProcessID))
+			return
+		}
+		a.forward(w, r, md)
+		return
+	}
+	bs, release, err := a.view(s, []string{md.Task})
+	if err != nil {
+		fail(http.StatusServiceUnavailable, err)
+		return
+	}
+	v, ts, found, err := tq.GetValue(bs, topic, kb)
+	release()
+	ans.ServedBy = a.procID
+	if err != nil {
+		fail(http.StatusInternalServerError, err)
+		return
+	}
+	ans.Found, ans.Value = found, v
+	if found && ts >= 0 {
+		ans.Timestamp = &ts
+	}
+	status := http.StatusOK
+	if !found {
+		status = http.StatusNotFound
+	}
+	writeJSON(w, status, ans)
+}
+
+var forwardClient = &http.Client{Timeout: 10 * time.Second}
+
+// forward passes a store query to the instance that owns the key and
+// relays its answer.
+func (a *App) forward(w http.ResponseWriter, r *http.Request, md KeyMetadata) {
+	base := md.Server
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	target := strings.TrimSuffix(base, "/") + "/stores/" + url.PathEscape(r.PathValue("store")) + "/keys/" + url.PathEscape(r.PathValue("key"))
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err == nil {
+		req.Header.Set(forwardedHeader, a.procID)
+		var resp *http.Response
+		if resp, err = forwardClient.Do(req); err == nil {
+			defer resp.Body.Close()
+			for _, h := range []string{"Content-Type", "Retry-After"} {
+				if v := resp.Header.Get(h); v != "" {
+					w.Header().Set(h, v)
+				}
+			}
+			w.WriteHeader(resp.StatusCode)
+			io.Copy(w, resp.Body)
+			return
+		}
+	}
+	writeJSON(w, http.StatusBadGateway, KeyAnswer{Store: r.PathValue("store"), Key: r.PathValue("key"), Task: md.Task, Partition: md.Partition,
+		Error: fmt.Sprintf("forwarding to %s (%s), the owner of task %s: %v", md.Server, md.ProcessID, md.Task, err)})
+}

@@ -1,0 +1,182 @@
+package streams
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eddy-go/eddy/internal/engine"
+)
+
+// The app's Prometheus metrics, each labelled application_id. Besides the
+// instruments the stream threads update (eddy_records_consumed_total and
+// eddy_records_produced_total by topic, eddy_process_latency_seconds,
+// eddy_end_to_end_latency_seconds, eddy_commit_duration_seconds), these
+// are read from the threads when scraped.
+type descs struct {
+	descState, descCommits, descAborts, descRebalances, descRestored, descRemaining, descProcessed, descSkipped, descDLQ, descLate, descCacheHits, descCacheMiss, descCacheRatio, descLag, descStreamTime, descStoreBytes, descDiskBytes, descGlobalApp, descGlobalSkip *prometheus.Desc
+}
+
+func newDescs(constLabels prometheus.Labels) *descs {
+	mk := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, constLabels)
+	}
+	return &descs{
+		descState:      mk("eddy_state", "1 for the app's current lifecycle state, 0 for the others.", "state"),
+		descCommits:    mk("eddy_commits_total", "Commits by the stream threads."),
+		descAborts:     mk("eddy_transaction_aborts_total", "Transactions aborted (exactly-once): their records are processed again."),
+		descRebalances: mk("eddy_rebalances_total", "Partition assignments received by the stream threads."),
+		descRestored:   mk("eddy_restore_records_total", "Changelog records restored into state stores."),
+		descRemaining:  mk("eddy_restore_remaining_records", "Changelog records still to restore before processing starts."),
+		descProcessed:  mk("eddy_records_processed_total", "Records processed by the tasks."),
+		descSkipped:    mk("eddy_records_skipped_total", "Records skipped: null keys or values where an operation needs them, or failed records an error handler continued past."),
+		descDLQ:        mk("eddy_records_dead_lettered_total", "Records written to the dead-letter topic."),
+		descLate:       mk("eddy_late_records_total", "Records that arrived after their window closed (window end plus grace)."),
+		descCacheHits:  mk("eddy_cache_hits_total", "Record cache reads answered by the cache."),
+		descCacheMiss:  mk("eddy_cache_misses_total", "Record cache reads that went to the store."),
+		descCacheRatio: mk("eddy_cache_hit_ratio", "Cache hits over cache reads since the instance started."),
+		descLag:        mk("eddy_consumer_lag", "Records in an input partition not yet consumed by its task (end offset minus position).", "topic", "partition", "task"),
+		descStreamTime: mk("eddy_task_stream_time_seconds", "A task's stream time: the largest record timestamp it processed.", "task"),
+		descStoreBytes: mk("eddy_store_disk_bytes", "Estimated bytes a store of a task takes in Pebble (not counting the memtable).", "store", "task"),
+		descDiskBytes:  mk("eddy_state_disk_bytes", "Bytes the instance's Pebble state takes on disk."),
+		descGlobalApp:  mk("eddy_global_records_applied_total", "Records applied to global stores."),
+		descGlobalSkip: mk("eddy_global_records_skipped_total", "Bad records skipped by global stores (each logged)."),
+	}
+}
+
+// collector reports the app's state, counts, lag, stream time and store
+// sizes from the threads' snapshots when scraped.
+type collector struct {
+	a *App
+	*descs
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.descState, c.descCommits, c.descAborts, c.descRebalances, c.descRestored, c.descRemaining,
+		c.descProcessed, c.descSkipped, c.descDLQ, c.descLate, c.descCacheHits, c.descCacheMiss, c.descCacheRatio, c.descLag,
+		c.descStreamTime, c.descStoreBytes, c.descDiskBytes, c.descGlobalApp, c.descGlobalSkip} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	a := c.a
+	a.mu.Lock()
+	defer a.mu.Unlock() // held so the state store cannot close while read
+	send := func(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
+		m, err := prometheus.NewConstMetric(d, t, v, labels...)
+		if err == nil {
+			ch <- m
+		}
+	}
+	for s := Created; s <= Error; s++ {
+		v := 0.0
+		if s == a.state {
+			v = 1
+		}
+		send(c.descState, prometheus.GaugeValue, v, s.String())
+	}
+	var commits, aborts, rebalances, restored, remaining int64
+	var counts engine.Counts
+	for _, th := range a.threads {
+		commits += th.Stats.Commits.Load()
+		aborts += th.Stats.Aborts.Load()
+		rebalances += th.Stats.Rebalances.Load()
+		restored += th.Stats.RestoredRecords.Load()
+		remaining += th.Stats.RestoreRemaining.Load()
+		snap := th.Snapshot()
+		addCounts(&counts, snap.Counts)
+		for _, tk := range snap.Tasks {
+			if tk.StreamTime >= 0 {
+				send(c.descStreamTime, prometheus.GaugeValue, float64(tk.StreamTime)/1000, tk.ID)
+			}
+			for _, p := range tk.Partitions {
+				if p.Lag >= 0 {
+					send(c.descLag, prometheus.GaugeValue, float64(p.Lag), p.Topic, strconv.Itoa(int(p.Partition)), tk.ID)
+				}
+			}
+			if a.pebble != nil {
+				for _, s := range a.taskStores(tk.ID) {
+					if n, err := a.pebble.StoreDiskBytes(tk.ID, s); err == nil {
+						send(c.descStoreBytes, prometheus.GaugeValue, float64(n), s, tk.ID)
+					}
+				}
+			}
+		}
+	}
+	send(c.descCommits, prometheus.CounterValue, float64(commits))
+	send(c.descAborts, prometheus.CounterValue, float64(aborts))
+	send(c.descRebalances, prometheus.CounterValue, float64(rebalances))
+	send(c.descRestored, prometheus.CounterValue, float64(restored))
+	send(c.descRemaining, prometheus.GaugeValue, float64(remaining))
+	send(c.descProcessed, prometheus.CounterValue, float64(counts.Processed))
+	send(c.descSkipped, prometheus.CounterValue, float64(counts.Skipped))
+	send(c.descDLQ, prometheus.CounterValue, float64(counts.DeadLettered))
+	send(c.descLate, prometheus.CounterValue, float64(counts.Late))
+	send(c.descCacheHits, prometheus.CounterValue, float64(counts.CacheHits))
+	send(c.descCacheMiss, prometheus.CounterValue, float64(counts.CacheMisses))
+	if reads := counts.CacheHits + counts.CacheMisses; reads > 0 {
+		send(c.descCacheRatio, prometheus.GaugeValue, float64(counts.CacheHits)/float64(reads))
+	}
+	if a.pebble != nil {
+		send(c.descDiskBytes, prometheus.GaugeValue, float64(a.pebble.Metrics().DiskSpaceUsage()))
+	}
+	if g := a.globals; g != nil {
+		send(c.descGlobalApp, prometheus.CounterValue, float64(g.Applied.Load()))
+		send(c.descGlobalSkip, prometheus.CounterValue, float64(g.Skipped.Load()))
+	}
+}
+
+func addCounts(dst *engine.Counts, c engine.Counts) {
+	dst.Processed += c.Processed
+	dst.Skipped += c.Skipped
+	dst.DeadLettered += c.DeadLettered
+	dst.Late += c.Late
+	dst.CacheHits += c.CacheHits
+	dst.CacheMisses += c.CacheMisses
+}
+
+// taskStores returns the Pebble stores of a task ("<subtopology>_<p>").
+func (a *App) taskStores(task string) []string {
+	sub, _, ok := strings.Cut(task, "_")
+	if !ok {
+		return nil
+	}
+	id, err := strconv.Atoi(sub)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, st := range a.prog.Subtopologies {
+		if st.ID != id {
+			continue
+		}
+		for _, s := range st.Stores {
+			if !s.Builder.Spec().InMemory {
+				out = append(out, s.Name())
+			}
+		}
+	}
+	return out
+}
+
+// registerMetrics makes the app's instruments and collector and registers
+// them with its own registry (served by Handler) and with cfg.Metrics.
+func (a *App) registerMetrics() error {
+	labels := prometheus.Labels{"application_id": a.cfg.ApplicationID}
+	a.metrics = engine.NewMetrics(labels)
+	a.registry = prometheus.NewRegistry()
+	cs := append(a.metrics.Collectors(), &collector{a: a, descs: newDescs(labels)})
+	for _, r := range []prometheus.Registerer{a.registry, a.cfg.Metrics} {
+		if r == nil {
+			continue
+		}
+		for _, c := range cs {
+			if err := r.Register(c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

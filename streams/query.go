@@ -1,0 +1,362 @@
+package streams
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/rt"
+	"github.com/eddy-go/eddy/stores"
+)
+
+// ErrNotQueryable is wrapped by the errors of interactive queries that
+// cannot be answered now: the app is not Running (starting, rebalancing,
+// restoring or stopped), or no instance owns the key's partition yet.
+// Retry after the rebalance.
+var ErrNotQueryable = errors.New("streams: store not queryable now")
+
+// KeyMetadata says which instance owns a key of a store.
+type KeyMetadata struct {
+	// Server is the owner's ApplicationServer ("host:port"), empty when it
+	// advertises none.
+	Server string `json:"server"`
+	// ProcessID is the owner's process id.
+	ProcessID string `json:"process_id"`
+	// Task and Partition are the key's task and partition.
+	Task      string `json:"task"`
+	Partition int32  `json:"partition"`
+	// Local is true when this instance owns the key.
+	Local bool `json:"local"`
+}
+
+// storeOf finds a store of the topology, of the given kind.
+func (a *App) storeOf(name string, kind stores.Kind) (*rt.StoreSpec, error) {
+	s, ok := a.prog.Stores[name]
+	if !ok {
+		var names []string
+		for n := range a.prog.Stores {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return nil, fmt.Errorf("streams: no store %q in the topology (stores: %s)", name, strings.Join(names, ", "))
+	}
+	if k := s.Builder.Spec().Kind; k != kind {
+		return nil, fmt.Errorf("streams: store %q is a %s store, not a %s store", name, k, kind)
+	}
+	return s, nil
+}
+
+// storeTopic is the topic a store's serdes are called with.
+func (a *App) storeTopic(s *rt.StoreSpec) string {
+	if s.Builder.Spec().Logged {
+		return rt.ChangelogTopic(a.cfg.ApplicationID, s.Name())
+	}
+	return s.Name()
+}
+
+// view returns a read-only view of the committed state of store s in
+// tasks (nil: every task of s this instance owns and has restored), and a
+// release to call when done. It fails unless the app is Running.
+func (a *App) view(s *rt.StoreSpec, tasks []string) (stores.BytesStore, func(), error) {
+	a.storeMu.RLock()
+	a.mu.Lock()
+	state, threads := a.state, a.threads
+	var backend stores.Backend = a.pebble
+	if s.Builder.Spec().InMemory {
+		backend = a.memory
+	}
+	a.mu.Unlock()
+	if state != Running || backend == nil {
+		a.storeMu.RUnlock()
+		return nil, nil, fmt.Errorf("%w: store %q: the app is %s (queries are answered while it is RUNNING)", ErrNotQueryable, s.Name(), state)
+	}
+	if tasks == nil {
+		tasks = []string{} // none owned: an empty view
+		for _, th := range threads {
+			for _, tk := range th.Snapshot().Tasks {
+				if !tk.Restoring && taskSubtopology(tk.ID) == s.Subtopology {
+					tasks = append(tasks, tk.ID)
+				}
+			}
+		}
+	}
+	return stores.CommittedViews(backend, tasks, s.Name()), a.storeMu.RUnlock, nil
+}
+
+// ownedTask reports whether this instance has task (restored) now.
+func (a *App) ownedTask(task string) bool {
+	a.mu.Lock()
+	threads := a.threads
+	a.mu.Unlock()
+	for _, th := range threads {
+		for _, tk := range th.Snapshot().Tasks {
+			if tk.ID == task {
+				return !tk.Restoring
+			}
+		}
+	}
+	return false
+}
+
+func taskSubtopology(task string) int {
+	sub, _, _ := strings.Cut(task, "_")
+	n, err := strconv.Atoi(sub)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// KeyValueStoreOf returns a read-only view of the key-value store name
+// over the tasks this instance owns, reading committed data only. For the
+// DSL's stores (which keep each value's timestamp) V is the value type:
+// KeyValueStoreOf[string, int64](app, "counts"). Every read fails with
+// ErrNotQueryable while the app is not Running; a key owned by another
+// instance is not found here (see MetadataForKey).
+func KeyValueStoreOf[K, V any](a *App, name string) (stores.ReadOnlyKeyValueStore[K, V], error) {
+	s, err := a.storeOf(name, stores.KindKeyValue)
+	if err != nil {
+		return nil, err
+	}
+	var open func(stores.BytesStore, string) stores.ReadOnlyKeyValueStore[K, V]
+	switch b := s.Builder.(type) {
+	case *stores.KeyValueBuilder[K, V]:
+		open = b.ReadOnly
+	case *stores.KeyValueBuilder[K, stores.ValueAndTimestamp[V]]:
+		open = func(bs stores.BytesStore, topic string) stores.ReadOnlyKeyValueStore[K, V] {
+			return stores.ValuesView(b.ReadOnly(bs, topic))
+		}
+	default:
+		var k K
+		var v V
+		return nil, fmt.Errorf("streams: store %q does not hold %T keys and %T values (its builder is %T)", name, k, v, s.Builder)
+	}
+	return &kvQuery[K, V]{a: a, s: s, open: open}, nil
+}
+
+type kvQuery[K, V any] struct {
+	a    *App
+	s    *rt.StoreSpec
+	open func(stores.BytesStore, string) stores.ReadOnlyKeyValueStore[K, V]
+}
+
+func (q *kvQuery[K, V]) Get(key K) (V, bool, error) {
+	bs, release, err := q.a.view(q.s, nil)
+	if err != nil {
+		var zero V
+		return zero, false, err
+	}
+	defer release()
+	return q.open(bs, q.a.storeTopic(q.s)).Get(key)
+}
+
+func (q *kvQuery[K, V]) iter(f func(stores.ReadOnlyKeyValueStore[K, V]) *stores.Iterator[K, V]) *stores.Iterator[K, V] {
+	bs, release, err := q.a.view(q.s, nil)
+	if err != nil {
+		return stores.ErrorIterator[K, V](err)
+	}
+	defer release()
+	return f(q.open(bs, q.a.storeTopic(q.s)))
+}
+
+func (q *kvQuery[K, V]) Range(from, to K) *stores.Iterator[K, V] {
+	return q.iter(func(s stores.ReadOnlyKeyValueStore[K, V]) *stores.Iterator[K, V] { return s.Range(from, to) })
+}
+
+func (q *kvQuery[K, V]) ReverseRange(from, to K) *stores.Iterator[K, V] {
+	return q.iter(func(s stores.ReadOnlyKeyValueStore[K, V]) *stores.Iterator[K, V] { return s.ReverseRange(from, to) })
+}
+
+func (q *kvQuery[K, V]) All() *stores.Iterator[K, V] {
+	return q.iter(func(s stores.ReadOnlyKeyValueStore[K, V]) *stores.Iterator[K, V] { return s.All() })
+}
+
+func (q *kvQuery[K, V]) ReverseAll() *stores.Iterator[K, V] {
+	return q.iter(func(s stores.ReadOnlyKeyValueStore[K, V]) *stores.Iterator[K, V] { return s.ReverseAll() })
+}
+
+func (q *kvQuery[K, V]) ApproximateNumEntries() (int64, error) {
+	bs, release, err := q.a.view(q.s, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	return bs.ApproximateNumEntries()
+}
+
+// WindowStoreOf returns a read-only view of the window store name over the
+// tasks this instance owns (committed data; as KeyValueStoreOf). For the
+// DSL's windowed aggregations V is the aggregate's type:
+// WindowStoreOf[string, int64](app, "clicks-per-minute").
+func WindowStoreOf[K, V any](a *App, name string) (stores.ReadOnlyWindowStore[K, V], error) {
+	s, err := a.storeOf(name, stores.KindWindow)
+	if err != nil {
+		return nil, err
+	}
+	switch b := s.Builder.(type) {
+	case *stores.WindowBuilder[K, V]:
+		return &windowQuery[K, V, V]{a: a, s: s, open: b.ReadOnly, conv: func(v V) V { return v }}, nil
+	case *stores.WindowBuilder[K, stores.ValueAndTimestamp[V]]:
+		return &windowQuery[K, stores.ValueAndTimestamp[V], V]{a: a, s: s, open: b.ReadOnly,
+			conv: func(v stores.ValueAndTimestamp[V]) V { return v.Value }}, nil
+	}
+	var k K
+	var v V
+	return nil, fmt.Errorf("streams: window store %q does not hold %T keys and %T values (its builder is %T)", name, k, v, s.Builder)
+}
+
+type windowQuery[K, VS, V any] struct {
+	a    *App
+	s    *rt.StoreSpec
+	open func(stores.BytesStore, string) stores.ReadOnlyWindowStore[K, VS]
+	conv func(VS) V
+}
+
+func (q *windowQuery[K, VS, V]) store() (stores.ReadOnlyWindowStore[K, VS], func(), error) {
+	bs, release, err := q.a.view(q.s, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return q.open(bs, q.a.storeTopic(q.s)), release, nil
+}
+
+func (q *windowQuery[K, VS, V]) Fetch(key K, start int64) (V, bool, error) {
+	var zero V
+	s, release, err := q.store()
+	if err != nil {
+		return zero, false, err
+	}
+	defer release()
+	v, ok, err := s.Fetch(key, start)
+	if err != nil || !ok {
+		return zero, false, err
+	}
+	return q.conv(v), true, nil
+}
+
+func (q *windowQuery[K, VS, V]) FetchRange(key K, from, to int64) ([]stores.WindowEntry[V], error) {
+	s, release, err := q.store()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	es, err := s.FetchRange(key, from, to)
+	out := make([]stores.WindowEntry[V], len(es))
+	for i, e := range es {
+		out[i] = stores.WindowEntry[V]{Start: e.Start, Value: q.conv(e.Value)}
+	}
+	return out, err
+}
+
+func (q *windowQuery[K, VS, V]) FetchAll(from, to int64) ([]stores.KeyWindowEntry[K, V], error) {
+	s, release, err := q.store()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	es, err := s.FetchAll(from, to)
+	return convEntries(es, q.conv), err
+}
+
+func convEntries[K, VS, V any](es []stores.KeyWindowEntry[K, VS], conv func(VS) V) []stores.KeyWindowEntry[K, V] {
+	out := make([]stores.KeyWindowEntry[K, V], len(es))
+	for i, e := range es {
+		out[i] = stores.KeyWindowEntry[K, V]{Key: e.Key, Start: e.Start, End: e.End, Value: conv(e.Value)}
+	}
+	return out
+}
+
+// SessionStoreOf returns a read-only view of the session store name over
+// the tasks this instance owns (committed data; as KeyValueStoreOf).
+func SessionStoreOf[K, V any](a *App, name string) (stores.ReadOnlySessionStore[K, V], error) {
+	s, err := a.storeOf(name, stores.KindSession)
+	if err != nil {
+		return nil, err
+	}
+	switch b := s.Builder.(type) {
+	case *stores.SessionBuilder[K, V]:
+		return &sessionQuery[K, V, V]{a: a, s: s, open: b.ReadOnly, conv: func(v V) V { return v }}, nil
+	case *stores.SessionBuilder[K, stores.ValueAndTimestamp[V]]:
+		return &sessionQuery[K, stores.ValueAndTimestamp[V], V]{a: a, s: s, open: b.ReadOnly,
+			conv: func(v stores.ValueAndTimestamp[V]) V { return v.Value }}, nil
+	}
+	var k K
+	var v V
+	return nil, fmt.Errorf("streams: session store %q does not hold %T keys and %T values (its builder is %T)", name, k, v, s.Builder)
+}
+
+type sessionQuery[K, VS, V any] struct {
+	a    *App
+	s    *rt.StoreSpec
+	open func(stores.BytesStore, string) stores.ReadOnlySessionStore[K, VS]
+	conv func(VS) V
+}
+
+func (q *sessionQuery[K, VS, V]) FetchSessions(key K) ([]stores.KeyWindowEntry[K, V], error) {
+	bs, release, err := q.a.view(q.s, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	es, err := q.open(bs, q.a.storeTopic(q.s)).FetchSessions(key)
+	return convEntries(es, q.conv), err
+}
+
+func (q *sessionQuery[K, VS, V]) FetchAll(from, to int64) ([]stores.KeyWindowEntry[K, V], error) {
+	bs, release, err := q.a.view(q.s, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	es, err := q.open(bs, q.a.storeTopic(q.s)).FetchAll(from, to)
+	return convEntries(es, q.conv), err
+}
+
+// MetadataForKey says which instance owns key in store: the task and
+// partition the key belongs to (by Kafka's default partitioner, murmur2 of
+// the key as the store's serde writes it) and the instance that has that
+// task now, as the instances advertise it (Config.ApplicationServer). key
+// must have the store's key type. It fails with ErrNotQueryable while no
+// instance has the task (during a rebalance).
+func (a *App) MetadataForKey(store string, key any) (KeyMetadata, error) {
+	s, ok := a.prog.Stores[store]
+	if !ok {
+		_, err := a.storeOf(store, stores.KindKeyValue)
+		return KeyMetadata{}, err
+	}
+	ks, ok := s.Builder.(stores.KeySerializer)
+	if !ok {
+		return KeyMetadata{}, fmt.Errorf("streams: store %q cannot serialize keys (builder %T)", store, s.Builder)
+	}
+	kb, err := ks.SerializeKey(key, a.storeTopic(s))
+	if err != nil {
+		return KeyMetadata{}, fmt.Errorf("streams: MetadataForKey: %w", err)
+	}
+	return a.metadataForKeyBytes(s, kb)
+}
+
+func (a *App) metadataForKeyBytes(s *rt.StoreSpec, kb []byte) (KeyMetadata, error) {
+	a.mu.Lock()
+	n, processID, dir := a.subPartitions[s.Subtopology], a.procID, a.directory
+	a.mu.Unlock()
+	if n <= 0 {
+		return KeyMetadata{}, fmt.Errorf("%w: store %q: the app has not started", ErrNotQueryable, s.Name())
+	}
+	p := kclient.KeyPartition(kb, n)
+	task := fmt.Sprintf("%d_%d", s.Subtopology, p)
+	md := KeyMetadata{Task: task, Partition: p}
+	if a.ownedTask(task) {
+		md.Server, md.ProcessID, md.Local = a.cfg.ApplicationServer, processID, true
+		return md, nil
+	}
+	if dir != nil {
+		if inst, ok := dir.owner(task); ok && inst.ProcessID != processID {
+			md.Server, md.ProcessID = inst.Server, inst.ProcessID
+			return md, nil
+		}
+	}
+	return md, fmt.Errorf("%w: store %q: no instance has task %s now (rebalancing?)", ErrNotQueryable, s.Name(), task)
+}
