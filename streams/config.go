@@ -115,9 +115,12 @@ type Config struct {
 	// labelled application_id. Handler serves them at /metrics either way.
 	Metrics prometheus.Registerer
 	// ApplicationServer is the "host:port" where this instance's Handler is
-	// reachable by the other instances, for interactive queries across
-	// instances (MetadataForKey, GET /stores/...). Empty: queries answer
-	// from this instance only.
+	// reachable by the other instances (or its base URL,
+	// "http://host:port/prefix", when the Handler is mounted under a
+	// prefix), for interactive queries across instances (MetadataForKey,
+	// GET /stores/...). The instances advertise their servers and tasks in
+	// the compacted topic "<ApplicationID>-eddy-instances". Empty: queries
+	// answer from this instance only.
 	ApplicationServer string
 }
 

@@ -681,7 +681,7 @@ func (th *Thread) newRTTask(id processor.TaskID) (*rt.Task, error) {
 		Collector:    th,
 		WallClock:    th.cfg.WallClock,
 		Handlers:     th.cfg.Handlers,
-		Log:          th.log,
+		Log:          th.log.With(zap.Stringer("task", id)),
 		EmitInterval: 1000,
 		Globals:      rt.GlobalViews(th.cfg.Program, th.cfg.Pebble, th.cfg.Memory),
 	})
