@@ -220,3 +220,124 @@ func TestGlobalTableJoin(t *testing.T) {
 		t.Errorf("an order for a deleted product was joined: %q", v)
 	}
 }
+
+type fkOrder struct {
+	Product string `json:"product"`
+	Qty     int    `json:"qty"`
+}
+
+// A foreign-key join between tables of different partition counts (orders
+// on 4 partitions, products on 2) while both change, orders move between
+// products, and rows are deleted, under exactly-once: the result table
+// ends equal to the join of the final tables. Rapid updates of one order
+// put stale answers in flight, which the join must drop.
+func TestForeignKeyJoinWhileBothTablesChange(t *testing.T) {
+	brokers := realBroker(t)
+	app := kafkatest.UniqueName(t, "fk")
+	orders, products, out := app+"-orders", app+"-products", app+"-priced"
+	kafkatest.CreateTopic(t, brokers, orders, 4, nil)
+	kafkatest.CreateTopic(t, brokers, products, 2, nil)
+	kafkatest.CreateTopic(t, brokers, out, 4, nil)
+
+	str := serde.String()
+	b := topology.NewBuilder()
+	ot := topology.Table(b, orders, topology.Consumed(str, serde.JSON[fkOrder]()), topology.Materialized[string, fkOrder]("orders"))
+	pt := topology.Table(b, products, topology.Consumed(str, serde.Int64()), topology.Materialized[string, int64]("prices"))
+	topology.ForeignKeyJoin(ot, pt, func(o fkOrder) (string, bool) { return o.Product, o.Product != "" },
+		func(o fkOrder, price int64) string { return fmt.Sprintf("%s:%d", o.Product, int64(o.Qty)*price) },
+		topology.Materialized[string, string]("priced").WithSerdes(str, str)).
+		ToStream().To(out, topology.Produced(str, str))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	orderVal := serde.JSON[fkOrder]()
+	price := map[string]int64{}
+	order := map[string]fkOrder{}
+	seq := 0
+	batch := func(n int) (ps, os []kafkatest.Record) {
+		for range n {
+			seq++
+			if seq%3 == 0 {
+				p := fmt.Sprintf("p%02d", seq%40)
+				if seq%29 == 0 {
+					delete(price, p)
+					ps = append(ps, kafkatest.Record{Key: []byte(p)})
+					continue
+				}
+				price[p] = int64(seq % 97)
+				v, _ := serde.Int64().Serialize("", price[p])
+				ps = append(ps, kafkatest.Record{Key: []byte(p), Value: v})
+				continue
+			}
+			o := fmt.Sprintf("o%03d", (seq*7)%300)
+			if seq%31 == 0 {
+				delete(order, o)
+				os = append(os, kafkatest.Record{Key: []byte(o)})
+				continue
+			}
+			ord := fkOrder{Product: fmt.Sprintf("p%02d", (seq*13)%45), Qty: seq%5 + 1} // p40..p44 never exist
+			if seq%17 == 0 {
+				ord.Product = ""
+			}
+			order[o] = ord
+			v, _ := orderVal.Serialize("", ord)
+			os = append(os, kafkatest.Record{Key: []byte(o), Value: v})
+		}
+		return ps, os
+	}
+	ps, os := batch(6000)
+	kafkatest.Produce(t, brokers, products, ps...)
+	kafkatest.Produce(t, brokers, orders, os...)
+	stop := runApp(t, top, streams.Config{ApplicationID: app, BootstrapServers: brokers, StateDir: t.TempDir(), Guarantee: streams.ExactlyOnce})
+	for range 5 { // more changes while it runs
+		ps, os := batch(1000)
+		kafkatest.Produce(t, brokers, orders, os...)
+		kafkatest.Produce(t, brokers, products, ps...)
+		time.Sleep(200 * time.Millisecond)
+	}
+	want := map[string]string{}
+	for o, ord := range order {
+		if p, ok := price[ord.Product]; ok && ord.Product != "" {
+			want[o] = fmt.Sprintf("%s:%d", ord.Product, int64(ord.Qty)*p)
+		}
+	}
+	kafkatest.WaitCaughtUp(t, brokers, app, 2*time.Minute, orders, products)
+	var got map[string]string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got = map[string]string{}
+		for _, r := range kafkatest.ConsumeAll(t, brokers, out) {
+			if r.Value == nil {
+				delete(got, string(r.Key))
+			} else {
+				got[string(r.Key)] = string(r.Value)
+			}
+		}
+		if fmt.Sprint(got) == fmt.Sprint(want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	stop()
+	bad := 0
+	for k, v := range want {
+		if got[k] != v {
+			if bad++; bad <= 5 {
+				t.Errorf("order %s: result %q, want %q", k, got[k], v)
+			}
+		}
+	}
+	for k, v := range got {
+		if _, ok := want[k]; !ok {
+			if bad++; bad <= 10 {
+				t.Errorf("order %s: result %q, want none", k, v)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d results wrong of %d", bad, len(want))
+	}
+	t.Logf("%d joined orders exact", len(want))
+}

@@ -317,6 +317,9 @@ func (b *Builder) compile() *rt.Program {
 			if n.Kind == rt.KindSink && n.Internal && n.Topic == t.Name {
 				t.WriterSubtopology = n.Subtopology
 			}
+			if n.Kind == rt.KindSource && n.Internal && slices.Contains(n.Topics, t.Name) {
+				t.ReaderSubtopology = n.Subtopology
+			}
 		}
 	}
 	prog.InternalTopics = append(prog.InternalTopics, b.repart...)

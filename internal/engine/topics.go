@@ -70,9 +70,14 @@ func PrepareTopics(ctx context.Context, admin kclient.Admin, prog *rt.Program, a
 		}
 		return topic
 	}
-	stParts := func(st *rt.Subtopology) (int32, bool) {
+	// stParts: the largest partition count of a sub-topology's sources
+	// (but except), false while one is not known yet.
+	stParts := func(st *rt.Subtopology, except string) (int32, bool) {
 		var n int32
 		for _, t := range st.SourceTopics {
+			if t == except {
+				continue
+			}
 			p, ok := parts[resolve(t)]
 			if !ok {
 				return 0, false
@@ -92,7 +97,12 @@ func PrepareTopics(ctx context.Context, admin kclient.Admin, prog *rt.Program, a
 			n := t.Partitions
 			if n <= 0 {
 				var ok bool
-				if n, ok = stParts(prog.Subtopologies[t.WriterSubtopology]); !ok {
+				if t.SizedLikeReader {
+					n, ok = stParts(prog.Subtopologies[t.ReaderSubtopology], t.Name)
+				} else {
+					n, ok = stParts(prog.Subtopologies[t.WriterSubtopology], "")
+				}
+				if !ok {
 					pending = true
 					continue
 				}
@@ -109,7 +119,7 @@ func PrepareTopics(ctx context.Context, admin kclient.Admin, prog *rt.Program, a
 			continue
 		}
 		st := prog.Subtopologies[prog.Stores[t.Store].Subtopology]
-		n, _ := stParts(st)
+		n, _ := stParts(st, "")
 		parts[rt.InternalTopicName(appID, t.Name)] = n
 	}
 	var errs []error

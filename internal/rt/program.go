@@ -77,8 +77,14 @@ type InternalTopic struct {
 	Config map[string]string
 	// Store is the store a changelog belongs to.
 	Store string
-	// WriterSubtopology is the sub-topology writing a repartition topic.
-	WriterSubtopology int
+	// WriterSubtopology is the sub-topology writing a repartition topic,
+	// ReaderSubtopology the one reading it.
+	WriterSubtopology, ReaderSubtopology int
+	// SizedLikeReader: the topic takes the partition count of the other
+	// sources of the sub-topology that reads it (a foreign-key join's
+	// topics, co-partitioned with the table they are joined into), not
+	// its writer's.
+	SizedLikeReader bool
 }
 
 // Subtopology is a connected part of the graph: what one task runs.

@@ -242,6 +242,19 @@ public final class Parity {
             l.outerJoin(r, (a, c) -> (a == null ? "?" : a) + "+" + (c == null ? "?" : c)).toStream().to("outer");
         }, outs("inner", "string", "left", "string", "outer", "string")));
 
+        SCENARIOS.put("fk-join", new Scenario(b -> {
+            KTable<String, String> orders = b.table("orders", Consumed.with(Serdes.String(), Serdes.String()), Materialized.as("orders-store"));
+            KTable<String, String> products = b.table("products", Consumed.with(Serdes.String(), Serdes.String()), Materialized.as("products-store"));
+            // Orders are "product:qty"; "-:qty" names no product.
+            java.util.function.Function<String, String> fk = o -> o.startsWith("-") ? null : o.split(":")[0];
+            orders.join(products, fk, (o, p) -> o + "/" + p,
+                Materialized.<String, String, org.apache.kafka.streams.state.KeyValueStore<org.apache.kafka.common.utils.Bytes, byte[]>>as("fk-inner")
+                    .withKeySerde(Serdes.String()).withValueSerde(Serdes.String())).toStream().to("inner");
+            orders.leftJoin(products, fk, (o, p) -> o + "/" + (p == null ? "?" : p),
+                Materialized.<String, String, org.apache.kafka.streams.state.KeyValueStore<org.apache.kafka.common.utils.Bytes, byte[]>>as("fk-left")
+                    .withKeySerde(Serdes.String()).withValueSerde(Serdes.String())).toStream().to("left");
+        }, outs("inner", "string", "left", "string")));
+
         SCENARIOS.put("stream-stream-join", new Scenario(b -> {
             KStream<String, String> l = b.stream("ls", Consumed.with(Serdes.String(), Serdes.String()));
             KStream<String, String> r = b.stream("rs", Consumed.with(Serdes.String(), Serdes.String()));
