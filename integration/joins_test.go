@@ -17,6 +17,13 @@ import (
 // when Run failed.
 func runApp(t *testing.T, top *topology.Topology, cfg streams.Config) (stop func()) {
 	t.Helper()
+	_, stop = startApp(t, top, cfg)
+	return stop
+}
+
+// startApp is runApp that also returns the app.
+func startApp(t *testing.T, top *topology.Topology, cfg streams.Config) (app *streams.App, stop func()) {
+	t.Helper()
 	app, err := streams.New(top, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +44,7 @@ func runApp(t *testing.T, top *topology.Topology, cfg streams.Config) (stop func
 		}
 	}
 	t.Cleanup(stop)
-	return stop
+	return app, stop
 }
 
 // A stream–table join enriches each stream record with the table row as of
@@ -151,8 +158,20 @@ func TestGlobalTableJoin(t *testing.T) {
 	appID := kafkatest.UniqueName(t, "pricing")
 	state := t.TempDir()
 	cfg := streams.Config{ApplicationID: appID, BootstrapServers: brokers, StateDir: state, Guarantee: streams.ExactlyOnce}
-	stop := runApp(t, build(), cfg)
+	app, stop := startApp(t, build(), cfg)
 	kafkatest.WaitCaughtUp(t, brokers, appID, 2*time.Minute, orders)
+
+	// The global store answers queries for every key on this instance.
+	prices, err := streams.KeyValueStoreOf[string, string](app, "prices")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := prices.Get("p42"); err != nil || !ok || v != "price-42" {
+		t.Errorf(`global store query Get("p42") = %q %v %v, want "price-42"`, v, ok, err)
+	}
+	if n, err := prices.ApproximateNumEntries(); err != nil || n != 500 {
+		t.Errorf("global store holds %d entries (%v), want 500", n, err)
+	}
 
 	check := func(want map[string]string) {
 		t.Helper()

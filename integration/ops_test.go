@@ -276,7 +276,7 @@ func TestReadyzDuringRestoreAndMetrics(t *testing.T) {
 	// A new instance with empty state restores the whole changelog.
 	cfg.StateDir, cfg.ProcessID = t.TempDir(), "second"
 	second := startInstance(t, top, cfg)
-	sawRestoring := false
+	sawRestoring, maxRate := false, 0.0
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		status, body, err := httpGet(second.url + "/readyz")
@@ -293,6 +293,9 @@ func TestReadyzDuringRestoreAndMetrics(t *testing.T) {
 		if remaining > 0 {
 			sawRestoring = true
 		}
+		if rate, _ := metricValue(t, second.url, "eddy_restore_records_per_second", ""); rate > maxRate {
+			maxRate = rate
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("not ready after 3 minutes: %s", body)
 		}
@@ -301,6 +304,10 @@ func TestReadyzDuringRestoreAndMetrics(t *testing.T) {
 	if !sawRestoring {
 		t.Error("never saw /readyz not ready while records remained to restore")
 	}
+	if maxRate <= 0 {
+		t.Error("eddy_restore_records_per_second never rose above 0 during the restore")
+	}
+	t.Logf("restore rate peaked at %.0f records/s", maxRate)
 	if n, _ := metricValue(t, second.url, "eddy_restore_records_total", ""); n != keys {
 		t.Errorf("eddy_restore_records_total = %v, want %d (the whole changelog)", n, keys)
 	}

@@ -15,7 +15,7 @@ import (
 // eddy_end_to_end_latency_seconds, eddy_commit_duration_seconds), these
 // are read from the threads when scraped.
 type descs struct {
-	descState, descCommits, descAborts, descRebalances, descRestored, descRemaining, descProcessed, descSkipped, descDLQ, descLate, descCacheHits, descCacheMiss, descCacheRatio, descLag, descStreamTime, descStoreBytes, descDiskBytes, descGlobalApp, descGlobalSkip *prometheus.Desc
+	descState, descCommits, descAborts, descRebalances, descRestored, descRestoreRate, descRemaining, descProcessed, descSkipped, descDLQ, descLate, descCacheHits, descCacheMiss, descCacheRatio, descLag, descStreamTime, descStoreBytes, descDiskBytes, descGlobalApp, descGlobalSkip *prometheus.Desc
 }
 
 func newDescs(constLabels prometheus.Labels) *descs {
@@ -23,25 +23,26 @@ func newDescs(constLabels prometheus.Labels) *descs {
 		return prometheus.NewDesc(name, help, labels, constLabels)
 	}
 	return &descs{
-		descState:      mk("eddy_state", "1 for the app's current lifecycle state, 0 for the others.", "state"),
-		descCommits:    mk("eddy_commits_total", "Commits by the stream threads."),
-		descAborts:     mk("eddy_transaction_aborts_total", "Transactions aborted (exactly-once): their records are processed again."),
-		descRebalances: mk("eddy_rebalances_total", "Partition assignments received by the stream threads."),
-		descRestored:   mk("eddy_restore_records_total", "Changelog records restored into state stores."),
-		descRemaining:  mk("eddy_restore_remaining_records", "Changelog records still to restore before processing starts."),
-		descProcessed:  mk("eddy_records_processed_total", "Records processed by the tasks."),
-		descSkipped:    mk("eddy_records_skipped_total", "Records skipped: null keys or values where an operation needs them, or failed records an error handler continued past."),
-		descDLQ:        mk("eddy_records_dead_lettered_total", "Records written to the dead-letter topic."),
-		descLate:       mk("eddy_late_records_total", "Records that arrived after their window closed (window end plus grace)."),
-		descCacheHits:  mk("eddy_cache_hits_total", "Record cache reads answered by the cache."),
-		descCacheMiss:  mk("eddy_cache_misses_total", "Record cache reads that went to the store."),
-		descCacheRatio: mk("eddy_cache_hit_ratio", "Cache hits over cache reads since the instance started."),
-		descLag:        mk("eddy_consumer_lag", "Records in an input partition not yet consumed by its task (end offset minus position).", "topic", "partition", "task"),
-		descStreamTime: mk("eddy_task_stream_time_seconds", "A task's stream time: the largest record timestamp it processed.", "task"),
-		descStoreBytes: mk("eddy_store_disk_bytes", "Estimated bytes a store of a task takes in Pebble (not counting the memtable).", "store", "task"),
-		descDiskBytes:  mk("eddy_state_disk_bytes", "Bytes the instance's Pebble state takes on disk."),
-		descGlobalApp:  mk("eddy_global_records_applied_total", "Records applied to global stores."),
-		descGlobalSkip: mk("eddy_global_records_skipped_total", "Bad records skipped by global stores (each logged)."),
+		descState:       mk("eddy_state", "1 for the app's current lifecycle state, 0 for the others.", "state"),
+		descCommits:     mk("eddy_commits_total", "Commits by the stream threads."),
+		descAborts:      mk("eddy_transaction_aborts_total", "Transactions aborted (exactly-once): their records are processed again."),
+		descRebalances:  mk("eddy_rebalances_total", "Partition assignments received by the stream threads."),
+		descRestored:    mk("eddy_restore_records_total", "Changelog records restored into state stores."),
+		descRestoreRate: mk("eddy_restore_records_per_second", "Changelog records restored per second, over the last half second or so (0 when not restoring)."),
+		descRemaining:   mk("eddy_restore_remaining_records", "Changelog records still to restore before processing starts."),
+		descProcessed:   mk("eddy_records_processed_total", "Records processed by the tasks."),
+		descSkipped:     mk("eddy_records_skipped_total", "Records skipped: null keys or values where an operation needs them, or failed records an error handler continued past."),
+		descDLQ:         mk("eddy_records_dead_lettered_total", "Records written to the dead-letter topic."),
+		descLate:        mk("eddy_late_records_total", "Records that arrived after their window closed (window end plus grace)."),
+		descCacheHits:   mk("eddy_cache_hits_total", "Record cache reads answered by the cache."),
+		descCacheMiss:   mk("eddy_cache_misses_total", "Record cache reads that went to the store."),
+		descCacheRatio:  mk("eddy_cache_hit_ratio", "Cache hits over cache reads since the instance started."),
+		descLag:         mk("eddy_consumer_lag", "Records in an input partition not yet consumed by its task (end offset minus position).", "topic", "partition", "task"),
+		descStreamTime:  mk("eddy_task_stream_time_seconds", "A task's stream time: the largest record timestamp it processed.", "task"),
+		descStoreBytes:  mk("eddy_store_disk_bytes", "Estimated bytes a store of a task takes in Pebble (not counting the memtable).", "store", "task"),
+		descDiskBytes:   mk("eddy_state_disk_bytes", "Bytes the instance's Pebble state takes on disk."),
+		descGlobalApp:   mk("eddy_global_records_applied_total", "Records applied to global stores."),
+		descGlobalSkip:  mk("eddy_global_records_skipped_total", "Bad records skipped by global stores (each logged)."),
 	}
 }
 
@@ -53,7 +54,7 @@ type collector struct {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.descState, c.descCommits, c.descAborts, c.descRebalances, c.descRestored, c.descRemaining,
+	for _, d := range []*prometheus.Desc{c.descState, c.descCommits, c.descAborts, c.descRebalances, c.descRestored, c.descRestoreRate, c.descRemaining,
 		c.descProcessed, c.descSkipped, c.descDLQ, c.descLate, c.descCacheHits, c.descCacheMiss, c.descCacheRatio, c.descLag,
 		c.descStreamTime, c.descStoreBytes, c.descDiskBytes, c.descGlobalApp, c.descGlobalSkip} {
 		ch <- d
@@ -78,6 +79,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		send(c.descState, prometheus.GaugeValue, v, s.String())
 	}
 	var commits, aborts, rebalances, restored, remaining int64
+	var restoreRate float64
 	var counts engine.Counts
 	for _, th := range a.threads {
 		commits += th.Stats.Commits.Load()
@@ -86,7 +88,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		restored += th.Stats.RestoredRecords.Load()
 		remaining += th.Stats.RestoreRemaining.Load()
 		snap := th.Snapshot()
-		addCounts(&counts, snap.Counts)
+		counts.Add(snap.Counts)
+		restoreRate += snap.RestoreRate
 		for _, tk := range snap.Tasks {
 			if tk.StreamTime >= 0 {
 				send(c.descStreamTime, prometheus.GaugeValue, float64(tk.StreamTime)/1000, tk.ID)
@@ -110,6 +113,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	send(c.descRebalances, prometheus.CounterValue, float64(rebalances))
 	send(c.descRestored, prometheus.CounterValue, float64(restored))
 	send(c.descRemaining, prometheus.GaugeValue, float64(remaining))
+	send(c.descRestoreRate, prometheus.GaugeValue, restoreRate)
 	send(c.descProcessed, prometheus.CounterValue, float64(counts.Processed))
 	send(c.descSkipped, prometheus.CounterValue, float64(counts.Skipped))
 	send(c.descDLQ, prometheus.CounterValue, float64(counts.DeadLettered))
@@ -126,15 +130,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		send(c.descGlobalApp, prometheus.CounterValue, float64(g.Applied.Load()))
 		send(c.descGlobalSkip, prometheus.CounterValue, float64(g.Skipped.Load()))
 	}
-}
-
-func addCounts(dst *engine.Counts, c engine.Counts) {
-	dst.Processed += c.Processed
-	dst.Skipped += c.Skipped
-	dst.DeadLettered += c.DeadLettered
-	dst.Late += c.Late
-	dst.CacheHits += c.CacheHits
-	dst.CacheMisses += c.CacheMisses
 }
 
 // taskStores returns the Pebble stores of a task ("<subtopology>_<p>").

@@ -115,8 +115,12 @@ func taskSubtopology(task string) int {
 // DSL's stores (which keep each value's timestamp) V is the value type:
 // KeyValueStoreOf[string, int64](app, "counts"). Every read fails with
 // ErrNotQueryable while the app is not Running; a key owned by another
-// instance is not found here (see MetadataForKey).
+// instance is not found here (see MetadataForKey). name may also be a
+// global table's store, which every instance holds whole.
 func KeyValueStoreOf[K, V any](a *App, name string) (stores.ReadOnlyKeyValueStore[K, V], error) {
+	if g := a.globalStore(name); g != nil {
+		return globalKeyValueStore[K, V](a, g)
+	}
 	s, err := a.storeOf(name, stores.KindKeyValue)
 	if err != nil {
 		return nil, err
@@ -134,32 +138,73 @@ func KeyValueStoreOf[K, V any](a *App, name string) (stores.ReadOnlyKeyValueStor
 		var v V
 		return nil, fmt.Errorf("streams: store %q does not hold %T keys and %T values (its builder is %T)", name, k, v, s.Builder)
 	}
-	return &kvQuery[K, V]{a: a, s: s, open: open}, nil
+	return &kvQuery[K, V]{acquire: func() (stores.ReadOnlyKeyValueStore[K, V], func(), error) {
+		bs, release, err := a.view(s, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		return open(bs, a.storeTopic(s)), release, nil
+	}}, nil
 }
 
+func (a *App) globalStore(name string) *rt.GlobalStore {
+	for _, g := range a.prog.GlobalStores {
+		if g.Name == name {
+			return g
+		}
+	}
+	return nil
+}
+
+// globalKeyValueStore queries a global table's store: every instance has
+// all of it, so any instance answers every key.
+func globalKeyValueStore[K, V any](a *App, g *rt.GlobalStore) (stores.ReadOnlyKeyValueStore[K, V], error) {
+	if _, ok := g.View(nil).(stores.ReadOnlyKeyValueStore[K, stores.ValueAndTimestamp[V]]); !ok {
+		var k K
+		var v V
+		return nil, fmt.Errorf("streams: global store %q does not hold %T keys and %T values", g.Name, k, v)
+	}
+	return &kvQuery[K, V]{acquire: func() (stores.ReadOnlyKeyValueStore[K, V], func(), error) {
+		a.storeMu.RLock()
+		a.mu.Lock()
+		state := a.state
+		var backend stores.Backend = a.pebble
+		if g.InMemory {
+			backend = a.memory
+		}
+		a.mu.Unlock()
+		if state != Running || backend == nil {
+			a.storeMu.RUnlock()
+			return nil, nil, fmt.Errorf("%w: global store %q: the app is %s (queries are answered while it is RUNNING)", ErrNotQueryable, g.Name, state)
+		}
+		kv := g.View(backend).(stores.ReadOnlyKeyValueStore[K, stores.ValueAndTimestamp[V]])
+		return stores.ValuesView(kv), a.storeMu.RUnlock, nil
+	}}, nil
+}
+
+// kvQuery answers each read from the store acquire returns, releasing it
+// after the read (iterators: once made).
 type kvQuery[K, V any] struct {
-	a    *App
-	s    *rt.StoreSpec
-	open func(stores.BytesStore, string) stores.ReadOnlyKeyValueStore[K, V]
+	acquire func() (stores.ReadOnlyKeyValueStore[K, V], func(), error)
 }
 
 func (q *kvQuery[K, V]) Get(key K) (V, bool, error) {
-	bs, release, err := q.a.view(q.s, nil)
+	s, release, err := q.acquire()
 	if err != nil {
 		var zero V
 		return zero, false, err
 	}
 	defer release()
-	return q.open(bs, q.a.storeTopic(q.s)).Get(key)
+	return s.Get(key)
 }
 
 func (q *kvQuery[K, V]) iter(f func(stores.ReadOnlyKeyValueStore[K, V]) *stores.Iterator[K, V]) *stores.Iterator[K, V] {
-	bs, release, err := q.a.view(q.s, nil)
+	s, release, err := q.acquire()
 	if err != nil {
 		return stores.ErrorIterator[K, V](err)
 	}
 	defer release()
-	return f(q.open(bs, q.a.storeTopic(q.s)))
+	return f(s)
 }
 
 func (q *kvQuery[K, V]) Range(from, to K) *stores.Iterator[K, V] {
@@ -179,12 +224,12 @@ func (q *kvQuery[K, V]) ReverseAll() *stores.Iterator[K, V] {
 }
 
 func (q *kvQuery[K, V]) ApproximateNumEntries() (int64, error) {
-	bs, release, err := q.a.view(q.s, nil)
+	s, release, err := q.acquire()
 	if err != nil {
 		return 0, err
 	}
 	defer release()
-	return bs.ApproximateNumEntries()
+	return s.ApproximateNumEntries()
 }
 
 // WindowStoreOf returns a read-only view of the window store name over the

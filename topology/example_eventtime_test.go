@@ -2,6 +2,7 @@ package topology_test
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/eddy-go/eddy/serde"
@@ -87,4 +88,46 @@ func ExampleJoinGlobal() {
 	// Output:
 	// o1 tea at 3.50
 	// o2 cake (no price)
+}
+
+// Orders (keyed by order id, valued "product:qty") joined with the
+// products they name: a price change reaches every order of the product,
+// and an order moving to another product is priced again.
+func ExampleForeignKeyJoin() {
+	str := serde.String()
+	b := topology.NewBuilder()
+	orders := topology.Table(b, "orders", topology.Consumed(str, str), topology.Materialized[string, string]("orders"))
+	prices := topology.Table(b, "prices", topology.Consumed(str, str), topology.Materialized[string, string]("prices"))
+	product := func(order string) (string, bool) {
+		p, _, ok := strings.Cut(order, ":")
+		return p, ok
+	}
+	topology.ForeignKeyJoin(orders, prices, product, func(order, price string) string { return order + " at " + price }).
+		ToStream().To("priced-orders", topology.Produced(str, str))
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	d, err := streamstest.Open(top)
+	if err != nil {
+		panic(err)
+	}
+	defer d.Close()
+	p := streamstest.Input(d, "prices", str, str)
+	o := streamstest.Input(d, "orders", str, str)
+	p.Pipe("tea", "3.50")
+	o.Pipe("o1", "tea:2")
+	o.Pipe("o2", "tea:1")
+	p.Pipe("tea", "3.80")
+	p.Pipe("cake", "4.00")
+	o.Pipe("o1", "cake:1")
+	for _, r := range streamstest.Output(d, "priced-orders", str, str).ReadRecords() {
+		fmt.Println(r.Key, r.Value)
+	}
+	// Output:
+	// o1 tea:2 at 3.50
+	// o2 tea:1 at 3.50
+	// o1 tea:2 at 3.80
+	// o2 tea:1 at 3.80
+	// o1 cake:1 at 4.00
 }

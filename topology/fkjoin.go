@@ -167,7 +167,8 @@ func fkJoin[K, V, KO, VO, VR any](t *KTable[K, V], other *KTable[KO, VO], foreig
 	send := b.add(processorSpec[K, change[V], KO, fkSubscription](prefix+"-subscription-send", func(bc *rt.BuildCtx) (rt.Node, error) {
 		ch, err := rt.Children[KO, fkSubscription](bc)
 		return &fkSendNode[K, V, KO]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, Forwarder: rt.Forwarder[KO, fkSubscription]{Children: ch},
-			fk: foreignKey, ks: ks, vs: vs, kos: kos, left: left, respTopic: respTopic}, err
+			fk: foreignKey, ks: ks, vs: vs, kos: kos, left: left,
+			regTopic: bc.Task.Topic(regTopic, true), respTopic: bc.Task.Topic(respTopic, true)}, err
 	}), t.node)
 	sinkNode(b, prefix+"-subscription-registration-sink", send, regTopic, nil, kos, serde.Serde[fkSubscription](fkSubscriptionSerde{}), true)
 	respSerde := fkResponseSerde[VO]{other.valueSerde}
@@ -190,7 +191,7 @@ func fkJoin[K, V, KO, VO, VR any](t *KTable[K, V], other *KTable[KO, VO], foreig
 		}
 		g, err := rightGetter.build(bc.Task)
 		return &fkReceiveNode[KO, VO]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, Forwarder: rt.Forwarder[[]byte, fkResponse[VO]]{Children: ch},
-			subs: subs, get: g, kos: kos}, err
+			subs: subs, get: g, kos: kos, regTopic: bc.Task.Topic(regTopic, true)}, err
 	}), regSource)
 	b.connect(receive, subStore)
 	if rightGetter != nil {
@@ -203,7 +204,7 @@ func fkJoin[K, V, KO, VO, VR any](t *KTable[K, V], other *KTable[KO, VO], foreig
 		}
 		subs, err := rt.Store[stores.KeyValueStore[[]byte, []byte]](bc.Task, subStore)
 		return &fkForeignNode[KO, VO]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, Forwarder: rt.Forwarder[[]byte, fkResponse[VO]]{Children: ch},
-			subs: subs, kos: kos}, err
+			subs: subs, kos: kos, regTopic: bc.Task.Topic(regTopic, true)}, err
 	}), other.node)
 	b.connect(foreign, subStore)
 	answers := b.add(processorSpec[[]byte, fkResponse[VO], []byte, fkResponse[VO]](prefix+"-subscription-response-merge", buildPass[[]byte, fkResponse[VO]]), receive, foreign)
@@ -232,7 +233,7 @@ func fkJoin[K, V, KO, VO, VR any](t *KTable[K, V], other *KTable[KO, VO], foreig
 			out, err = rt.Store[timestampedStore[K, VR]](bc.Task, outStore)
 		}
 		return &fkResolveNode[K, V, VO, VR]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, fw: fwd[K, VR]{Children: ch},
-			get: g, out: out, vs: vs, joiner: joiner, left: left, sendOld: &info.sendOld}, err
+			get: g, out: out, vs: vs, joiner: joiner, left: left, sendOld: &info.sendOld, respTopic: bc.Task.Topic(respTopic, true)}, err
 	}), respSource)
 	if leftGetter != nil {
 		b.connect(resolver, leftGetter.store)
@@ -251,12 +252,13 @@ func fkJoin[K, V, KO, VO, VR any](t *KTable[K, V], other *KTable[KO, VO], foreig
 type fkSendNode[K, V, KO any] struct {
 	rt.Base
 	rt.Forwarder[KO, fkSubscription]
-	fk        func(V) (KO, bool)
-	ks        serde.Serde[K]
-	vs        serde.Serde[V]
-	kos       serde.Serde[KO]
-	left      bool
-	respTopic string
+	fk   func(V) (KO, bool)
+	ks   serde.Serde[K]
+	vs   serde.Serde[V]
+	kos  serde.Serde[KO]
+	left bool
+	// The internal topics' full names, which serdes are called with.
+	regTopic, respTopic string
 }
 
 func (n *fkSendNode[K, V, KO]) Process(r processor.Record[K, change[V]]) {
@@ -271,7 +273,7 @@ func (n *fkSendNode[K, V, KO]) Process(r processor.Record[K, change[V]]) {
 	hasOld, hasNew := false, false
 	if c.HasOld {
 		if oldFK, hasOld = n.fk(c.Old); hasOld {
-			if oldFKB, err = n.kos.Serialize(n.respTopic, oldFK); err != nil {
+			if oldFKB, err = n.kos.Serialize(n.regTopic, oldFK); err != nil {
 				n.Fail(fmt.Errorf("serializing the foreign key: %w", err))
 				return
 			}
@@ -294,7 +296,7 @@ func (n *fkSendNode[K, V, KO]) Process(r processor.Record[K, change[V]]) {
 	}
 	hash := fkHash(vb)
 	if newFK, hasNew = n.fk(c.New); hasNew {
-		if newFKB, err = n.kos.Serialize(n.respTopic, newFK); err != nil {
+		if newFKB, err = n.kos.Serialize(n.regTopic, newFK); err != nil {
 			n.Fail(fmt.Errorf("serializing the foreign key: %w", err))
 			return
 		}
@@ -313,7 +315,7 @@ func (n *fkSendNode[K, V, KO]) Process(r processor.Record[K, change[V]]) {
 				n.Fail(err)
 				return
 			}
-			n.T.Send(&rt.OutRecord{Topic: n.T.Topic(n.respTopic, true), Partition: n.T.ID().Partition, Key: pk, Value: b,
+			n.T.Send(&rt.OutRecord{Topic: n.respTopic, Partition: n.T.ID().Partition, Key: pk, Value: b,
 				Timestamp: r.Timestamp, Headers: r.Headers})
 		}
 		return
@@ -339,9 +341,10 @@ func subscriptionKey(fk, pk []byte) []byte {
 type fkReceiveNode[KO, VO any] struct {
 	rt.Base
 	rt.Forwarder[[]byte, fkResponse[VO]]
-	subs stores.KeyValueStore[[]byte, []byte]
-	get  valueGetter[KO, VO]
-	kos  serde.Serde[KO]
+	subs     stores.KeyValueStore[[]byte, []byte]
+	get      valueGetter[KO, VO]
+	kos      serde.Serde[KO]
+	regTopic string
 }
 
 func (n *fkReceiveNode[KO, VO]) Process(r processor.Record[KO, fkSubscription]) {
@@ -349,7 +352,7 @@ func (n *fkReceiveNode[KO, VO]) Process(r processor.Record[KO, fkSubscription]) 
 		n.T.Counters.Skipped.Add(1)
 		return
 	}
-	fkb, err := n.kos.Serialize("", r.Key)
+	fkb, err := n.kos.Serialize(n.regTopic, r.Key)
 	if err != nil {
 		n.Fail(err)
 		return
@@ -392,15 +395,16 @@ func (n *fkReceiveNode[KO, VO]) Process(r processor.Record[KO, fkSubscription]) 
 type fkForeignNode[KO, VO any] struct {
 	rt.Base
 	rt.Forwarder[[]byte, fkResponse[VO]]
-	subs stores.KeyValueStore[[]byte, []byte]
-	kos  serde.Serde[KO]
+	subs     stores.KeyValueStore[[]byte, []byte]
+	kos      serde.Serde[KO]
+	regTopic string
 }
 
 func (n *fkForeignNode[KO, VO]) Process(r processor.Record[KO, change[VO]]) {
 	if !r.Value.HasNew && !r.Value.HasOld {
 		return
 	}
-	fkb, err := n.kos.Serialize("", r.Key)
+	fkb, err := n.kos.Serialize(n.regTopic, r.Key)
 	if err != nil {
 		n.Fail(err)
 		return
@@ -429,13 +433,14 @@ func (n *fkForeignNode[KO, VO]) Process(r processor.Record[KO, change[VO]]) {
 // ResponseJoinProcessorSupplier.
 type fkResolveNode[K, V, VO, VR any] struct {
 	rt.Base
-	fw      fwd[K, VR]
-	get     valueGetter[K, V]
-	out     timestampedStore[K, VR]
-	vs      serde.Serde[V]
-	joiner  func(V, *VO) VR
-	left    bool
-	sendOld *bool
+	fw        fwd[K, VR]
+	get       valueGetter[K, V]
+	out       timestampedStore[K, VR]
+	vs        serde.Serde[V]
+	joiner    func(V, *VO) VR
+	left      bool
+	sendOld   *bool
+	respTopic string
 }
 
 func (n *fkResolveNode[K, V, VO, VR]) Process(r processor.Record[K, fkResponse[VO]]) {
@@ -450,7 +455,7 @@ func (n *fkResolveNode[K, V, VO, VR]) Process(r processor.Record[K, fkResponse[V
 	}
 	var current []byte
 	if found {
-		vb, err := n.vs.Serialize("", v)
+		vb, err := n.vs.Serialize(n.respTopic, v)
 		if err != nil {
 			n.Fail(err)
 			return

@@ -75,6 +75,16 @@ type Counts struct {
 	CacheMisses  int64 `json:"cache_misses"`
 }
 
+// Add adds o's counts to c.
+func (c *Counts) Add(o Counts) {
+	c.Processed += o.Processed
+	c.Skipped += o.Skipped
+	c.DeadLettered += o.DeadLettered
+	c.Late += o.Late
+	c.CacheHits += o.CacheHits
+	c.CacheMisses += o.CacheMisses
+}
+
 // ThreadSnapshot is a thread's assignment and progress, refreshed about
 // twice a second.
 type ThreadSnapshot struct {
@@ -82,7 +92,10 @@ type ThreadSnapshot struct {
 	State  string         `json:"state"`
 	Tasks  []TaskSnapshot `json:"tasks"`
 	Counts Counts         `json:"counts"`
-	Taken  time.Time      `json:"taken"`
+	// RestoreRate is changelog records restored per second since the
+	// previous snapshot (0 when not restoring).
+	RestoreRate float64   `json:"restore_rate"`
+	Taken       time.Time `json:"taken"`
 }
 
 // snapshotter keeps a thread's last snapshot and the counts of tasks and
@@ -93,6 +106,8 @@ type snapshotter struct {
 	// gone: counts of closed tasks and replaced caches.
 	gone Counts
 	last time.Time
+	// restored: the thread's restored-records count at the last snapshot.
+	restored int64
 }
 
 // Snapshot returns the thread's last snapshot.
@@ -137,8 +152,12 @@ func (th *Thread) snapshot(force bool) {
 	if !force && now.Sub(th.snapshots.last) < 500*time.Millisecond {
 		return
 	}
-	th.snapshots.last = now
 	s := ThreadSnapshot{Thread: th.idx, State: th.state.String(), Taken: now}
+	restored := th.Stats.RestoredRecords.Load()
+	if dt := now.Sub(th.snapshots.last).Seconds(); dt > 0 && !th.snapshots.last.IsZero() {
+		s.RestoreRate = float64(restored-th.snapshots.restored) / dt
+	}
+	th.snapshots.last, th.snapshots.restored = now, restored
 	var c Counts
 	for _, tk := range th.order {
 		ts := TaskSnapshot{ID: tk.id.String(), Restoring: tk.restoring > 0, StreamTime: tk.t.StreamTime()}
@@ -161,13 +180,7 @@ func (th *Thread) snapshot(force bool) {
 		c.CacheHits, c.CacheMisses = h, m
 	}
 	th.snapshots.mu.Lock()
-	g := th.snapshots.gone
-	c.Processed += g.Processed
-	c.Skipped += g.Skipped
-	c.DeadLettered += g.DeadLettered
-	c.Late += g.Late
-	c.CacheHits += g.CacheHits
-	c.CacheMisses += g.CacheMisses
+	c.Add(th.snapshots.gone)
 	s.Counts = c
 	th.snapshots.snap = s
 	th.snapshots.mu.Unlock()
