@@ -284,6 +284,9 @@ func TestReadyzDuringRestoreAndMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 		remaining, _ := metricValue(t, second.url, "eddy_restore_remaining_records", "")
+		if rate, _ := metricValue(t, second.url, "eddy_restore_records_per_second", ""); rate > maxRate {
+			maxRate = rate
+		}
 		if status == http.StatusOK {
 			break
 		}
@@ -292,9 +295,6 @@ func TestReadyzDuringRestoreAndMetrics(t *testing.T) {
 		}
 		if remaining > 0 {
 			sawRestoring = true
-		}
-		if rate, _ := metricValue(t, second.url, "eddy_restore_records_per_second", ""); rate > maxRate {
-			maxRate = rate
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("not ready after 3 minutes: %s", body)
