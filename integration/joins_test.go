@@ -310,7 +310,7 @@ func TestForeignKeyJoinWhileBothTablesChange(t *testing.T) {
 	kafkatest.Produce(t, brokers, products, ps...)
 	kafkatest.Produce(t, brokers, orders, os...)
 	stop := runApp(t, top, streams.Config{ApplicationID: app, BootstrapServers: brokers, StateDir: t.TempDir(), Guarantee: streams.ExactlyOnce})
-	for range 5 { // more changes while it runs
+	for range 10 { // more changes while it runs
 		ps, os := batch(1000)
 		kafkatest.Produce(t, brokers, orders, os...)
 		kafkatest.Produce(t, brokers, products, ps...)

@@ -283,9 +283,23 @@ func (n *fkSendNode[K, V, KO]) Process(r processor.Record[K, change[V]]) {
 		n.Forward(processor.Record[KO, fkSubscription]{Key: fk, Value: fkSubscription{instruction: instr, hash: hash, primaryKey: pk},
 			Timestamp: r.Timestamp, Headers: r.Headers})
 	}
+	// answerSelf answers the resolver directly (through the response
+	// topic, so the answer is ordered after those already in flight) that
+	// there is no right row: for rows without a foreign key.
+	answerSelf := func(hash []byte) {
+		b, err := fkResponseSerde[struct{}]{}.Serialize(n.respTopic, fkResponse[struct{}]{hash: hash})
+		if err != nil {
+			n.Fail(err)
+			return
+		}
+		n.T.Send(&rt.OutRecord{Topic: n.respTopic, Partition: n.T.ID().Partition, Key: pk, Value: b,
+			Timestamp: r.Timestamp, Headers: r.Headers})
+	}
 	if !c.HasNew {
 		if hasOld {
 			send(oldFK, fkDeleteAndPropagate, nil)
+		} else if c.HasOld && n.left {
+			answerSelf(nil) // retract the row's result without a right row
 		}
 		return
 	}
@@ -306,22 +320,18 @@ func (n *fkSendNode[K, V, KO]) Process(r processor.Record[K, change[V]]) {
 		send(oldFK, fkDeleteNoPropagate, hash)
 	}
 	if !hasNew {
-		// No foreign key: answer ourselves (through the response topic, so
-		// the answer is ordered after those already in flight) that there
-		// is no right row.
+		// No foreign key: there is no right row to ask.
 		if changed || n.left {
-			b, err := fkResponseSerde[struct{}]{}.Serialize(n.respTopic, fkResponse[struct{}]{hash: hash})
-			if err != nil {
-				n.Fail(err)
-				return
-			}
-			n.T.Send(&rt.OutRecord{Topic: n.respTopic, Partition: n.T.ID().Partition, Key: pk, Value: b,
-				Timestamp: r.Timestamp, Headers: r.Headers})
+			answerSelf(hash)
 		}
 		return
 	}
+	// An inner join may stay silent when the right row is missing only for
+	// a new left row: an update must hear back either way, because the
+	// answer to its previous value — which would retract the old result if
+	// the right row went away meanwhile — is dropped as stale.
 	instr := fkPropagateNullIfNone
-	if !n.left && !changed {
+	if !n.left && !c.HasOld {
 		instr = fkPropagateOnlyIfFound
 	}
 	send(newFK, instr, hash)
