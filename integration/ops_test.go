@@ -91,11 +91,16 @@ func metricValue(t *testing.T, url, name, label string) (float64, bool) {
 	return 0, false
 }
 
-func countTopology(input string) *topology.Topology {
+// countTopology counts records per key in the store "counts" and, with
+// hourly, per key and hour in the window store "hourly".
+func countTopology(input string, hourly bool) *topology.Topology {
 	b := topology.NewBuilder()
 	str := serde.String()
-	topology.Count(topology.Stream(b, input, topology.Consumed(str, str)).GroupByKey(),
-		topology.Materialized[string, int64]("counts"))
+	g := topology.Stream(b, input, topology.Consumed(str, str)).GroupByKey()
+	topology.Count(g, topology.Materialized[string, int64]("counts"))
+	if hourly {
+		topology.WindowedCount(g.WindowedBy(topology.TumblingWindows(time.Hour, 0)), topology.Materialized[string, int64]("hourly"))
+	}
 	top, err := b.Build()
 	if err != nil {
 		panic(err)
@@ -124,7 +129,7 @@ func TestInteractiveQueriesAcrossInstances(t *testing.T) {
 		recs = append(recs, kafkatest.KV(k, "x"))
 	}
 	kafkatest.Produce(t, brokers, input, recs...)
-	top := countTopology(input)
+	top := countTopology(input, true)
 	var insts []*instance
 	for i := range 3 {
 		insts = append(insts, startInstance(t, top, streams.Config{
@@ -183,6 +188,32 @@ func TestInteractiveQueriesAcrossInstances(t *testing.T) {
 				}
 				if bad != "" {
 					break
+				}
+			}
+			// A window store answers with the key's windows, wherever
+			// the key lives: their counts add up to the key's count.
+			for _, in := range live {
+				for _, k := range []string{"user-001", "user-041", "user-077", "user-119"} {
+					status, body, err := httpGet(in.url + "/stores/hourly/keys/" + k)
+					var ans struct {
+						Value []struct {
+							Start, End int64
+							Value      int64
+						}
+					}
+					if err == nil {
+						err = json.Unmarshal(body, &ans)
+					}
+					sum := int64(0)
+					for _, w := range ans.Value {
+						sum += w.Value
+						if w.End-w.Start != time.Hour.Milliseconds() {
+							err = fmt.Errorf("window [%d, %d) is not an hour", w.Start, w.End)
+						}
+					}
+					if bad == "" && (err != nil || status != 200 || sum != want[k]) {
+						bad = fmt.Sprintf("%s asked for %s's hourly windows: status %d, %s (err %v); want counts adding up to %d", in.url, k, status, body, err, want[k])
+					}
 				}
 			}
 			if bad == "" {
@@ -256,7 +287,7 @@ func TestReadyzDuringRestoreAndMetrics(t *testing.T) {
 		recs[i] = kafkatest.KV(fmt.Sprintf("key-%06d", i), "v")
 	}
 	kafkatest.Produce(t, brokers, input, recs...)
-	top := countTopology(input)
+	top := countTopology(input, false)
 	cfg := streams.Config{ApplicationID: app, BootstrapServers: brokers, StateDir: t.TempDir(), NoCache: true, ProcessID: "first"}
 	first := startInstance(t, top, cfg)
 	kafkatest.WaitCaughtUp(t, brokers, app, 3*time.Minute, input)

@@ -228,20 +228,6 @@ func (m *mergedIter) Close() error {
 	return first
 }
 
-// TextQuerier is implemented by key-value store builders: it answers a
-// lookup given the key as text (as an HTTP path gives it), for the admin
-// endpoint's interactive queries.
-type TextQuerier interface {
-	// KeyBytes parses text as the store's key type (strings as they are,
-	// numbers in decimal, other types as JSON) and serializes it with the
-	// store's key serde, as the store and the partitioner see it.
-	KeyBytes(text, topic string) ([]byte, error)
-	// GetValue reads the serialized key from bs and returns its value
-	// (for a timestamped store, the value without its timestamp) and
-	// timestamp (-1 when the store keeps none).
-	GetValue(bs BytesStore, topic string, key []byte) (value any, timestamp int64, found bool, err error)
-}
-
 // SerializeKey serializes key, which must be a K, as the store does.
 func (b *KeyValueBuilder[K, V]) SerializeKey(key any, topic string) ([]byte, error) {
 	return serializeAny(b.spec.Name, b.ks, key, topic)
@@ -267,6 +253,31 @@ func serializeAny[K any](store string, ks serde.Serde[K], key any, topic string)
 	return ks.Serialize(topic, k)
 }
 
+// TextQuerier is implemented by the store builders: it answers a lookup
+// given the key as text (as an HTTP path gives it), for the admin
+// endpoint's interactive queries.
+type TextQuerier interface {
+	// KeyBytes parses text as the store's key type (strings as they are,
+	// numbers in decimal, other types as JSON) and serializes it with the
+	// store's key serde, as the store and the partitioner see it.
+	KeyBytes(text, topic string) ([]byte, error)
+	// QueryText reads the key given as text from bs. Key-value stores
+	// answer the value (for a timestamped store, without its timestamp)
+	// and its timestamp (-1 when the store keeps none); window and session
+	// stores answer the key's windows as []WindowAnswer, found when there
+	// is at least one (a window's end is its start plus the size the store
+	// was given with WithWindowSize).
+	QueryText(bs BytesStore, topic, text string) (value any, timestamp int64, found bool, err error)
+}
+
+// WindowAnswer is one window (or session) of a key, as QueryText answers
+// for window and session stores.
+type WindowAnswer struct {
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
+	Value any   `json:"value"`
+}
+
 // KeyBytes implements TextQuerier.
 func (b *KeyValueBuilder[K, V]) KeyBytes(text, topic string) ([]byte, error) {
 	k, err := ParseText[K](text)
@@ -276,21 +287,73 @@ func (b *KeyValueBuilder[K, V]) KeyBytes(text, topic string) ([]byte, error) {
 	return b.ks.Serialize(topic, k)
 }
 
-// GetValue implements TextQuerier.
-func (b *KeyValueBuilder[K, V]) GetValue(bs BytesStore, topic string, key []byte) (any, int64, bool, error) {
-	raw, ok, err := bs.Get(key)
-	if err != nil || !ok {
+// QueryText implements TextQuerier.
+func (b *KeyValueBuilder[K, V]) QueryText(bs BytesStore, topic, text string) (any, int64, bool, error) {
+	k, err := ParseText[K](text)
+	if err != nil {
 		return nil, -1, false, err
 	}
-	v, err := b.vs.Deserialize(topic, raw)
-	if err != nil {
-		return nil, -1, false, fmt.Errorf("stores: %s: reading the value: %w", b.spec.Name, err)
+	v, found, err := b.ReadOnly(bs, topic).Get(k)
+	if err != nil || !found {
+		return nil, -1, false, err
 	}
 	if t, ok := any(v).(interface{ parts() (any, int64) }); ok {
 		val, ts := t.parts()
 		return val, ts, true, nil
 	}
 	return v, -1, true, nil
+}
+
+// KeyBytes implements TextQuerier.
+func (b *WindowBuilder[K, V]) KeyBytes(text, topic string) ([]byte, error) {
+	k, err := ParseText[K](text)
+	if err != nil {
+		return nil, err
+	}
+	return b.ks.Serialize(topic, k)
+}
+
+// QueryText implements TextQuerier: every window of the key.
+func (b *WindowBuilder[K, V]) QueryText(bs BytesStore, topic, text string) (any, int64, bool, error) {
+	k, err := ParseText[K](text)
+	if err != nil {
+		return nil, -1, false, err
+	}
+	es, err := b.ReadOnly(bs, topic).FetchRange(k, 0, math.MaxInt64/2)
+	if err != nil {
+		return nil, -1, false, err
+	}
+	out := make([]WindowAnswer, len(es))
+	for i, e := range es {
+		out[i] = WindowAnswer{Start: e.Start, End: e.Start + b.windowSize, Value: plainValue(e.Value)}
+	}
+	return out, -1, len(out) > 0, nil
+}
+
+// QueryText implements TextQuerier: every session of the key.
+func (b *SessionBuilder[K, V]) QueryText(bs BytesStore, topic, text string) (any, int64, bool, error) {
+	k, err := ParseText[K](text)
+	if err != nil {
+		return nil, -1, false, err
+	}
+	es, err := b.ReadOnly(bs, topic).FetchSessions(k)
+	if err != nil {
+		return nil, -1, false, err
+	}
+	out := make([]WindowAnswer, len(es))
+	for i, e := range es {
+		out[i] = WindowAnswer{Start: e.Start, End: e.End, Value: plainValue(e.Value)}
+	}
+	return out, -1, len(out) > 0, nil
+}
+
+// plainValue drops a timestamped value's timestamp.
+func plainValue(v any) any {
+	if t, ok := v.(interface{ parts() (any, int64) }); ok {
+		val, _ := t.parts()
+		return val
+	}
+	return v
 }
 
 func (v ValueAndTimestamp[V]) parts() (any, int64) { return v.Value, v.Timestamp }

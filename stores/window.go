@@ -305,6 +305,8 @@ type WindowBuilder[K, V any] struct {
 	ks        serde.Serde[K]
 	vs        serde.Serde[V]
 	retention time.Duration
+	// windowSize in ms, 0 when unknown.
+	windowSize int64
 }
 
 // Window returns a builder for the window store name, keeping windows for
@@ -341,6 +343,13 @@ func (b *WindowBuilder[K, V]) InMemory(on bool) *WindowBuilder[K, V] {
 
 // Retention is how long windows are kept.
 func (b *WindowBuilder[K, V]) Retention() time.Duration { return b.retention }
+
+// WithWindowSize records the size of the store's windows, so queries can
+// give each window's end (window start plus size).
+func (b *WindowBuilder[K, V]) WithWindowSize(size time.Duration) *WindowBuilder[K, V] {
+	b.windowSize = size.Milliseconds()
+	return b
+}
 
 // Spec implements Builder. Window changelogs are compacted and deleted
 // after the retention plus a day, as Kafka Streams configures them.

@@ -30,8 +30,9 @@ const forwardedHeader = "X-Eddy-Forwarded-By"
 //	GET /topology                  the topology as Describe prints it;
 //	                               ?format=mermaid for a Mermaid flowchart
 //	GET /state                     state, threads, tasks, lag, stream time (JSON)
-//	GET /stores/{store}/keys/{key} a key-value store's value for key (JSON),
-//	                               answered here or by the instance that owns it
+//	GET /stores/{store}/keys/{key} a store's value for key (JSON; window and
+//	                               session stores: the key's windows), answered
+//	                               here or by the instance that owns it
 //
 // A key in a path is the key as text: strings as they are, numbers in
 // decimal, other key types as JSON (path-escaped).
@@ -171,8 +172,9 @@ func (a *App) serveKey(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, status, ans)
 	}
-	s, err := a.storeOf(name, stores.KindKeyValue)
-	if err != nil {
+	s, ok := a.prog.Stores[name]
+	if !ok {
+		_, err := a.storeOf(name, stores.KindKeyValue) // the error lists the stores
 		fail(http.StatusNotFound, err)
 		return
 	}
@@ -210,7 +212,7 @@ func (a *App) serveKey(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusServiceUnavailable, err)
 		return
 	}
-	v, ts, found, err := tq.GetValue(bs, topic, kb)
+	v, ts, found, err := tq.QueryText(bs, topic, text)
 	release()
 	ans.ServedBy = a.procID
 	if err != nil {

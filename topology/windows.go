@@ -223,7 +223,7 @@ func timeWindowAggregate[K, V, VA any](s *WindowedStream[K, V], m MaterializedOp
 	if ks == nil || vs == nil {
 		b.errorf("windowed store %q needs serdes for [%s, %s]: pass them with Materialized(...).WithSerdes", storeName, rt.TypeOf[K](), rt.TypeOf[VA]())
 	} else {
-		b.addStore(stores.TimestampedWindow(storeName, ks, vs, retention).
+		b.addStore(stores.TimestampedWindow(storeName, ks, vs, retention).WithWindowSize(time.Duration(s.w.size)*time.Millisecond).
 			WithCaching(m.caching && !s.emitOnClose).WithLogging(m.logging, m.logConfig).InMemory(m.backend == InMemory))
 	}
 	info := &tableInfo{}
