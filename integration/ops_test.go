@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -307,7 +308,11 @@ func TestReadyzDuringRestoreAndMetrics(t *testing.T) {
 	// A new instance with empty state restores the whole changelog.
 	cfg.StateDir, cfg.ProcessID = t.TempDir(), "second"
 	second := startInstance(t, top, cfg)
-	sawRestoring, maxRate := false, 0.0
+	counts, err := streams.KeyValueStoreOf[string, int64](second.app, "counts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sawRestoring, sawRefused, maxRate := false, false, 0.0
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		status, body, err := httpGet(second.url + "/readyz")
@@ -326,14 +331,24 @@ func TestReadyzDuringRestoreAndMetrics(t *testing.T) {
 		}
 		if remaining > 0 {
 			sawRestoring = true
+			// A query while the store restores is refused with a clear
+			// error (or, if the restore just ended, answered exactly):
+			// never a partial answer.
+			n, found, err := counts.Get("key-000123")
+			switch {
+			case errors.Is(err, streams.ErrNotQueryable):
+				sawRefused = true
+			case err != nil || !found || n != 1:
+				t.Fatalf("query during the restore: %d %v %v; want ErrNotQueryable or the restored count 1", n, found, err)
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("not ready after 3 minutes: %s", body)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if !sawRestoring {
-		t.Error("never saw /readyz not ready while records remained to restore")
+	if !sawRestoring || !sawRefused {
+		t.Errorf("never saw /readyz not ready (%v) and a query refused (%v) while records remained to restore", sawRestoring, sawRefused)
 	}
 	if maxRate <= 0 {
 		t.Error("eddy_restore_records_per_second never rose above 0 during the restore")
@@ -345,11 +360,7 @@ func TestReadyzDuringRestoreAndMetrics(t *testing.T) {
 	if n, _ := metricValue(t, second.url, "eddy_restore_remaining_records", ""); n != 0 {
 		t.Errorf("eddy_restore_remaining_records = %v once ready, want 0", n)
 	}
-	kv, err := streams.KeyValueStoreOf[string, int64](second.app, "counts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err := kv.ApproximateNumEntries(); err != nil || n != keys {
+	if n, err := counts.ApproximateNumEntries(); err != nil || n != keys {
 		t.Errorf("restored store has %d keys (%v), want %d", n, err, keys)
 	}
 	status, body, _ := httpGet(second.url + "/healthz")
