@@ -117,11 +117,10 @@ type sessionNode[K, V, VA any] struct {
 	agg       func(K, V, VA) VA
 	merger    func(K, VA, VA) VA
 	lateTopic string
-	// EmitOnWindowClose: forward each session once, when final; emitted
-	// is the end of the last session emitted (as stored).
-	emitOnClose               bool
-	emittedLoaded, emittedAny bool
-	emitted, nextEmit         int64
+	// EmitOnWindowClose: forward each session once, when final; emit
+	// keeps the end of the last session emitted.
+	emitOnClose bool
+	emit        closeEmitter
 }
 
 func (n *sessionNode[K, V, VA]) Init() (err error) {
@@ -204,29 +203,17 @@ func (n *sessionNode[K, V, VA]) Process(r processor.Record[K, V]) {
 // closed sessions remain unemitted (throttled).
 func (n *sessionNode[K, V, VA]) emitClosed(closeTime int64) (pending bool) {
 	upTo := closeTime - 1
-	if upTo < 0 {
+	from, ok, err := n.emit.from(n.store, upTo)
+	if err != nil {
+		n.Fail(err)
+		return true
+	}
+	if !ok {
 		return false
 	}
-	if !n.emittedLoaded {
-		last, ok, err := n.store.EmittedUpTo()
-		if err != nil {
-			n.Fail(err)
-			return true
-		}
-		n.emittedLoaded, n.emitted, n.emittedAny = true, last, ok
+	if n.emit.wait(n.T) {
+		return true
 	}
-	from := int64(0)
-	if n.emittedAny {
-		if upTo <= n.emitted {
-			return false
-		}
-		from = n.emitted + 1
-	}
-	now := n.T.WallClockNow()
-	if now < n.nextEmit {
-		return true // throttled, as Kafka Streams: at most once per emit interval
-	}
-	n.nextEmit = now + n.T.EmitInterval()
 	entries, err := n.store.FetchAll(from, upTo)
 	if err != nil {
 		n.Fail(err)
@@ -237,10 +224,9 @@ func (n *sessionNode[K, V, VA]) emitClosed(closeTime int64) (pending bool) {
 			Key:   serde.Windowed[K]{Key: e.Key, Window: serde.Window{Start: e.Start, End: e.End}},
 			Value: change[VA]{New: e.Value.Value, HasNew: true}, Timestamp: e.Value.Timestamp})
 	}
-	if err := n.store.SetEmittedUpTo(upTo); err != nil {
+	if err := n.emit.done(n.store, upTo); err != nil {
 		n.Fail(err)
 		return true
 	}
-	n.emitted, n.emittedAny = upTo, true
 	return false
 }

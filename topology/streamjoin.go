@@ -220,7 +220,7 @@ func (n *joinWindowNode[K, V]) Process(r processor.Record[K, V]) {
 type joinTime struct {
 	streamTime int64
 	minTime    int64
-	nextEmit   int64
+	throttle
 }
 
 // streamJoinNode is one side of a stream–stream join, as Kafka Streams'
@@ -384,11 +384,9 @@ func (n *streamJoinNode[K, V, VO, VR]) emitNonJoined(h processor.Headers) {
 	if jt.minTime+n.after+n.grace >= jt.streamTime {
 		return
 	}
-	now := n.T.WallClockNow()
-	if now < jt.nextEmit {
-		return // throttled, as Kafka Streams: at most once per emit interval
+	if jt.wait(n.T) {
+		return
 	}
-	jt.nextEmit = now + n.T.EmitInterval()
 	jt.minTime = 1<<63 - 1
 	it := n.outerStore.All()
 	var doomed [][]byte

@@ -262,10 +262,8 @@ type timeWindowNode[K, V, VA any] struct {
 	first       func(K, V) VA
 	next        func(K, V, VA) VA
 	lateTopic   string
-	// EmitOnWindowClose progress: the start of the last window emitted (as
-	// stored), and the wall-clock time of the next look for closed windows.
-	emittedLoaded, emittedAny bool
-	emitted, nextEmit         int64
+	// EmitOnWindowClose progress: the start of the last window emitted.
+	emit closeEmitter
 }
 
 func (n *timeWindowNode[K, V, VA]) Init() (err error) {
@@ -389,23 +387,13 @@ func (n *timeWindowNode[K, V, VA]) afterProcess(streamTime, closeTime int64) {
 // reports whether closed windows remain unemitted (throttled).
 func (n *timeWindowNode[K, V, VA]) emitClosed(closeTime int64) (pending bool) {
 	upTo := n.windows.closedUpTo(closeTime)
-	if upTo < 0 {
+	from, ok, err := n.emit.from(n.store, upTo)
+	if err != nil {
+		n.Fail(err)
+		return true
+	}
+	if !ok {
 		return false
-	}
-	if !n.emittedLoaded {
-		last, ok, err := n.store.EmittedUpTo()
-		if err != nil {
-			n.Fail(err)
-			return true
-		}
-		n.emittedLoaded, n.emitted, n.emittedAny = true, last, ok
-	}
-	from := int64(0)
-	if n.emittedAny {
-		if upTo <= n.emitted {
-			return false
-		}
-		from = n.emitted + 1
 	}
 	if n.windows.kind == fixedTimeWindows {
 		// Window starts are multiples of advance: nothing new closed until
@@ -414,11 +402,9 @@ func (n *timeWindowNode[K, V, VA]) emitClosed(closeTime int64) (pending bool) {
 			return false
 		}
 	}
-	now := n.T.WallClockNow()
-	if now < n.nextEmit {
-		return true // throttled, as Kafka Streams: at most once per emit interval
+	if n.emit.wait(n.T) {
+		return true
 	}
-	n.nextEmit = now + n.T.EmitInterval()
 	entries, err := n.store.FetchAll(from, upTo)
 	if err != nil {
 		n.Fail(err)
@@ -429,11 +415,10 @@ func (n *timeWindowNode[K, V, VA]) emitClosed(closeTime int64) (pending bool) {
 			Key:   serde.Windowed[K]{Key: e.Key, Window: serde.Window{Start: e.Start, End: e.Start + n.windows.size}},
 			Value: change[VA]{New: e.Value.Value, HasNew: true}, Timestamp: e.Value.Timestamp})
 	}
-	if err := n.store.SetEmittedUpTo(upTo); err != nil {
+	if err := n.emit.done(n.store, upTo); err != nil {
 		n.Fail(err)
 		return true
 	}
-	n.emitted, n.emittedAny = upTo, true
 	return false
 }
 
