@@ -29,11 +29,22 @@ import (
 // table's partition count, the response topic the left table's.
 
 // The subscription instructions (Kafka Streams' SubscriptionWrapper).
+//
+// Every change of a left row that the left table forwards gets exactly one
+// final answer, sent after every earlier answer for the row with the same
+// hash (answers for one hash come from one right partition, in order, or
+// from the left task itself). The resolver may accept a stale answer whose
+// hash happens to match — the row went back to an earlier value, or was
+// deleted and created again — but the final answer always follows and
+// corrects it. Kafka Streams lets an inner join stay silent when the right
+// row is missing, which leaves such a stale result in place; eddy answers,
+// and marks the answer quiet: it retracts an existing result but, when the
+// result is materialized and has no row, emits nothing, as Kafka Streams.
 const (
 	fkDeleteAndPropagate   byte = iota // left row deleted: retract the result
 	fkDeleteNoPropagate                // the foreign key changed: forget the old subscription
-	fkPropagateNullIfNone              // answer even without a right row (left join, or a new foreign key)
-	fkPropagateOnlyIfFound             // answer only when the right row exists (inner join)
+	fkPropagateNullIfNone              // answer; without a right row, say so (a left join's row, or a retraction)
+	fkPropagateQuietIfNone             // answer; without a right row, quietly (an inner join)
 )
 
 // fkSubscription is a registration record's value.
@@ -65,25 +76,37 @@ func (fkSubscriptionSerde) Deserialize(topic string, b []byte) (fkSubscription, 
 }
 
 // fkResponse is a response record's value: the hash of the subscription it
-// answers and the right row, if any.
+// answers and the right row, if any. A quiet answer without a right row
+// retracts an existing result only (see fkPropagateQuietIfNone).
 type fkResponse[VO any] struct {
 	hash  []byte
 	value VO
 	found bool
+	quiet bool
 }
+
+// The byte after a response's hash.
+const (
+	fkRespNone byte = iota
+	fkRespFound
+	fkRespNoneQuiet
+)
 
 type fkResponseSerde[VO any] struct{ vs serde.Serde[VO] }
 
 func (s fkResponseSerde[VO]) Serialize(topic string, r fkResponse[VO]) ([]byte, error) {
 	b := append([]byte{0, byte(len(r.hash))}, r.hash...)
 	if !r.found {
-		return append(b, 0), nil
+		if r.quiet {
+			return append(b, fkRespNoneQuiet), nil
+		}
+		return append(b, fkRespNone), nil
 	}
 	v, err := s.vs.Serialize(topic, r.value)
 	if err != nil {
 		return nil, err
 	}
-	return append(append(b, 1), v...), nil
+	return append(append(b, fkRespFound), v...), nil
 }
 
 func (s fkResponseSerde[VO]) Deserialize(topic string, b []byte) (fkResponse[VO], error) {
@@ -95,12 +118,18 @@ func (s fkResponseSerde[VO]) Deserialize(topic string, b []byte) (fkResponse[VO]
 	if b[1] > 0 {
 		r.hash = bytes.Clone(b[2:n])
 	}
-	if b[n] == 1 {
+	switch b[n] {
+	case fkRespNone:
+	case fkRespNoneQuiet:
+		r.quiet = true
+	case fkRespFound:
 		v, err := s.vs.Deserialize(topic, b[n+1:])
 		if err != nil {
 			return r, err
 		}
 		r.value, r.found = v, true
+	default:
+		return r, fmt.Errorf("%w: not a foreign-key join response (answer byte %d) in %s", serde.ErrSize, b[n], topic)
 	}
 	return r, nil
 }
@@ -285,9 +314,10 @@ func (n *fkSendNode[K, V, KO]) Process(r processor.Record[K, change[V]]) {
 	}
 	// answerSelf answers the resolver directly (through the response
 	// topic, so the answer is ordered after those already in flight) that
-	// there is no right row: for rows without a foreign key.
-	answerSelf := func(hash []byte) {
-		b, err := fkResponseSerde[struct{}]{}.Serialize(n.respTopic, fkResponse[struct{}]{hash: hash})
+	// there is no right row: for rows without a foreign key, and deleted
+	// rows that had none.
+	answerSelf := func(hash []byte, quiet bool) {
+		b, err := fkResponseSerde[struct{}]{}.Serialize(n.respTopic, fkResponse[struct{}]{hash: hash, quiet: quiet})
 		if err != nil {
 			n.Fail(err)
 			return
@@ -298,8 +328,13 @@ func (n *fkSendNode[K, V, KO]) Process(r processor.Record[K, change[V]]) {
 	if !c.HasNew {
 		if hasOld {
 			send(oldFK, fkDeleteAndPropagate, nil)
-		} else if c.HasOld && n.left {
-			answerSelf(nil) // retract the row's result without a right row
+		} else {
+			// The row had no foreign key, or, as far as this table
+			// forwarded, did not exist (the cache held a short-lived row
+			// back). A result may still have been made from an answer
+			// whose hash matched the row meanwhile: retract it. Kafka
+			// Streams is silent here except for a left join's row.
+			answerSelf(nil, !(c.HasOld && n.left))
 		}
 		return
 	}
@@ -320,19 +355,15 @@ func (n *fkSendNode[K, V, KO]) Process(r processor.Record[K, change[V]]) {
 		send(oldFK, fkDeleteNoPropagate, hash)
 	}
 	if !hasNew {
-		// No foreign key: there is no right row to ask.
-		if changed || n.left {
-			answerSelf(hash)
-		}
+		// No foreign key: there is no right row to ask. Losing the foreign
+		// key retracts (as Kafka Streams); otherwise an inner join answers
+		// quietly.
+		answerSelf(hash, !changed && !n.left)
 		return
 	}
-	// An inner join may stay silent when the right row is missing only for
-	// a new left row: an update must hear back either way, because the
-	// answer to its previous value — which would retract the old result if
-	// the right row went away meanwhile — is dropped as stale.
 	instr := fkPropagateNullIfNone
-	if !n.left && !c.HasOld {
-		instr = fkPropagateOnlyIfFound
+	if !n.left {
+		instr = fkPropagateQuietIfNone
 	}
 	send(newFK, instr, hash)
 }
@@ -379,7 +410,7 @@ func (n *fkReceiveNode[KO, VO]) Process(r processor.Record[KO, fkSubscription]) 
 			n.Forward(processor.Record[[]byte, fkResponse[VO]]{Key: s.primaryKey, Value: fkResponse[VO]{}, Timestamp: r.Timestamp, Headers: r.Headers})
 		}
 		return
-	case fkPropagateNullIfNone, fkPropagateOnlyIfFound:
+	case fkPropagateNullIfNone, fkPropagateQuietIfNone:
 	default:
 		n.Fail(fmt.Errorf("unknown foreign-key subscription instruction %d", s.instruction))
 		return
@@ -393,10 +424,8 @@ func (n *fkReceiveNode[KO, VO]) Process(r processor.Record[KO, fkSubscription]) 
 		n.Fail(err)
 		return
 	}
-	if !found && s.instruction == fkPropagateOnlyIfFound {
-		return
-	}
-	n.Forward(processor.Record[[]byte, fkResponse[VO]]{Key: s.primaryKey, Value: fkResponse[VO]{hash: s.hash, value: vo, found: found},
+	n.Forward(processor.Record[[]byte, fkResponse[VO]]{Key: s.primaryKey,
+		Value:     fkResponse[VO]{hash: s.hash, value: vo, found: found, quiet: !found && s.instruction == fkPropagateQuietIfNone},
 		Timestamp: max(r.Timestamp, ts), Headers: r.Headers})
 }
 
@@ -411,9 +440,11 @@ type fkForeignNode[KO, VO any] struct {
 }
 
 func (n *fkForeignNode[KO, VO]) Process(r processor.Record[KO, change[VO]]) {
-	if !r.Value.HasNew && !r.Value.HasOld {
-		return
-	}
+	// A change with neither value is a right row the cache held back and
+	// that is gone again: a subscription may have been answered with it
+	// meanwhile (through the cache), so subscribers hear, quietly, that
+	// there is no row.
+	quiet := !r.Value.HasNew && !r.Value.HasOld
 	fkb, err := n.kos.Serialize(n.regTopic, r.Key)
 	if err != nil {
 		n.Fail(err)
@@ -433,7 +464,7 @@ func (n *fkForeignNode[KO, VO]) Process(r processor.Record[KO, change[VO]]) {
 		return
 	}
 	for _, s := range subs {
-		n.Forward(processor.Record[[]byte, fkResponse[VO]]{Key: s.pk, Value: fkResponse[VO]{hash: s.hash, value: r.Value.New, found: r.Value.HasNew},
+		n.Forward(processor.Record[[]byte, fkResponse[VO]]{Key: s.pk, Value: fkResponse[VO]{hash: s.hash, value: r.Value.New, found: r.Value.HasNew, quiet: quiet},
 			Timestamp: r.Timestamp, Headers: r.Headers})
 	}
 }
@@ -498,10 +529,12 @@ func (n *fkResolveNode[K, V, VO, VR]) Process(r processor.Record[K, fkResponse[V
 			err = n.out.Put(r.Key, stores.ValueAndTimestamp[VR]{Value: c.New, Timestamp: r.Timestamp})
 		}
 	} else if ok {
-		// A tombstone is forwarded even when there was no row to retract,
-		// as Kafka Streams does.
 		_, _, err = n.out.Delete(r.Key)
+	} else if resp.quiet && n.out != nil {
+		return // nothing to retract
 	}
+	// Otherwise a tombstone is forwarded even when there was no row to
+	// retract (or, not materialized, no way to know), as Kafka Streams does.
 	if err != nil {
 		n.Fail(err)
 		return

@@ -60,8 +60,11 @@ type Driver struct {
 	cache         *stores.Cache
 	now           int64
 
-	topics   map[string]*topicLog // everything written: outputs, changelogs, repartitions
-	inbox    []*rt.RawRecord      // repartition records not yet processed
+	topics map[string]*topicLog // everything written: outputs, changelogs, repartitions
+	inbox  []*rt.RawRecord      // repartition records not yet processed
+	// held holds back the records of internal topics a test chose, to
+	// reproduce a broker's delays (export_test.go); nil in normal use.
+	held     map[string][]*rt.RawRecord
 	inOffset map[string]int64
 	closed   bool
 }
@@ -171,7 +174,12 @@ func (d *Driver) Send(_ *rt.Task, rec *rt.OutRecord) error {
 	// As Kafka Streams' TopologyTestDriver: what goes to a topic the
 	// topology reads (repartition topics, and any source topic) is read back.
 	if _, read := d.byTopic[cp.Topic]; read {
-		d.inbox = append(d.inbox, d.raw(cp.Topic, cp.Key, cp.Value, cp.Timestamp, cp.Headers))
+		r := d.raw(cp.Topic, cp.Key, cp.Value, cp.Timestamp, cp.Headers)
+		if q, hold := d.held[cp.Topic]; hold {
+			d.held[cp.Topic] = append(q, r)
+		} else {
+			d.inbox = append(d.inbox, r)
+		}
 	}
 	return nil
 }
