@@ -62,19 +62,35 @@ type Login struct {
 	At      time.Time `json:"at"`
 }
 
-// RecentLogins is an account's last few logins, oldest first.
+// RecentLogins is an account's last few logins, oldest first (by when
+// they happened, whatever order they arrive in).
 type RecentLogins struct {
 	Logins []Login `json:"logins"`
 }
 
-const keptLogins = 3
+const keptLogins = 4
 
 func (r RecentLogins) add(l Login) RecentLogins {
-	out := append(slices.Clone(r.Logins), l)
+	out := slices.Clone(r.Logins)
+	i, _ := slices.BinarySearchFunc(out, l.At, func(x Login, t time.Time) int { return x.At.Compare(t) })
+	out = slices.Insert(out, i, l)
 	if len(out) > keptLogins {
 		out = out[len(out)-keptLogins:]
 	}
 	return RecentLogins{Logins: out}
+}
+
+// asOf is the logins that had happened at t: the join looks at the
+// account as it was when the payments were made, not as it is when the
+// window happens to be processed.
+func (r RecentLogins) asOf(t time.Time) RecentLogins {
+	i, _ := slices.BinarySearchFunc(r.Logins, t, func(x Login, t time.Time) int {
+		if x.At.After(t) {
+			return 1
+		}
+		return -1
+	})
+	return RecentLogins{Logins: r.Logins[:i]}
 }
 
 // Window is what one account did in one 5-minute window.
@@ -227,7 +243,7 @@ func Topology(t Topics) (*topology.Topology, error) {
 	candidates := topology.LeftJoinTable(byAccount, recent, func(w Window, r *RecentLogins) Candidate {
 		c := Candidate{Window: w}
 		if r != nil {
-			c.Logins = *r
+			c.Logins = r.asOf(w.LastPayment)
 		}
 		return c
 	})

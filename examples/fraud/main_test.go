@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -61,11 +62,20 @@ func TestRuleScore(t *testing.T) {
 			t.Errorf("%s: score %d %q, want %d with %q", c.name, s.Score, s.Reasons, c.score, c.reason)
 		}
 	}
+	// Logins kept in the order they happened, the last few; asOf sees
+	// those up to a time.
 	l := RecentLogins{}
-	for i := range 5 {
-		l = l.add(Login{ID: string(rune('a' + i))})
+	for _, m := range []int{5, 1, 3, 2, 4, 6} { // arriving out of order
+		l = l.add(Login{ID: fmt.Sprint(m), At: at.Add(time.Duration(m) * time.Minute)})
 	}
-	if len(l.Logins) != keptLogins || l.Logins[0].ID != "c" {
-		t.Errorf("recent logins %v, want the last %d", l.Logins, keptLogins)
+	var ids []string
+	for _, x := range l.Logins {
+		ids = append(ids, x.ID)
+	}
+	if fmt.Sprint(ids) != "[3 4 5 6]" {
+		t.Errorf("recent logins %v, want the last %d in time order", ids, keptLogins)
+	}
+	if got := l.asOf(at.Add(4 * time.Minute)).Logins; len(got) != 2 || got[1].ID != "4" {
+		t.Errorf("logins as of minute 4: %v, want 3 and 4", got)
 	}
 }
