@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -359,4 +360,77 @@ func TestForeignKeyJoinWhileBothTablesChange(t *testing.T) {
 		t.Fatalf("%d results wrong of %d", bad, len(want))
 	}
 	t.Logf("%d joined orders exact", len(want))
+}
+
+type cogroupSummary struct {
+	Visits int   `json:"visits"`
+	Cents  int64 `json:"cents"`
+}
+
+// Two streams of different shapes co-grouped into one aggregate per user
+// on the real broker, exactly once: visits keyed by user, orders keyed by
+// order id and re-keyed by user through a repartition topic. The last
+// summary of every user equals a count over the input.
+func TestCogroupVisitsAndOrders(t *testing.T) {
+	brokers := realBroker(t)
+	app := kafkatest.UniqueName(t, "cogroup")
+	visits, orders, out := app+"-visits", app+"-orders", app+"-summaries"
+	for _, tp := range []string{visits, orders, out} {
+		kafkatest.CreateTopic(t, brokers, tp, 3, nil)
+	}
+	want := map[string]cogroupSummary{}
+	var vrecs, orecs []kafkatest.Record
+	for i := range 6000 {
+		user := fmt.Sprintf("u%02d", (i*7)%40)
+		s := want[user]
+		if i%3 == 0 {
+			cents := int64(100 + i%900)
+			s.Cents += cents
+			orecs = append(orecs, kafkatest.KV(fmt.Sprintf("o%05d", i), fmt.Sprintf("%s:%d", user, cents)))
+		} else {
+			s.Visits++
+			vrecs = append(vrecs, kafkatest.KV(user, fmt.Sprintf("/page/%d", i%17)))
+		}
+		want[user] = s
+	}
+	kafkatest.Produce(t, brokers, visits, vrecs...)
+	kafkatest.Produce(t, brokers, orders, orecs...)
+
+	str := serde.String()
+	b := topology.NewBuilder()
+	byUser := topology.GroupBy(topology.Stream(b, orders, topology.Consumed(str, str)),
+		func(_, v string) string { u, _, _ := strings.Cut(v, ":"); return u },
+		topology.Grouped(str, str).WithName("orders-by-user"))
+	c := topology.Cogroup(topology.Stream(b, visits, topology.Consumed(str, str)).GroupByKey(),
+		func(_, _ string, s cogroupSummary) cogroupSummary { s.Visits++; return s })
+	c = topology.CogroupWith(c, byUser, func(_, v string, s cogroupSummary) cogroupSummary {
+		_, cents, _ := strings.Cut(v, ":")
+		n, _ := strconv.ParseInt(cents, 10, 64)
+		s.Cents += n
+		return s
+	})
+	c.Aggregate(func() cogroupSummary { return cogroupSummary{} },
+		topology.Materialized[string, cogroupSummary]("summary").WithSerdes(str, serde.JSON[cogroupSummary]())).
+		ToStream().To(out, topology.Produced(str, serde.JSON[cogroupSummary]()))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runApp(t, top, streams.Config{ApplicationID: app, BootstrapServers: brokers, StateDir: t.TempDir(), Guarantee: streams.ExactlyOnce})
+	kafkatest.WaitCaughtUp(t, brokers, app, 2*time.Minute, visits, orders, app+"-orders-by-user-repartition")
+	stop()
+
+	got := map[string]cogroupSummary{}
+	js := serde.JSON[cogroupSummary]()
+	for _, r := range kafkatest.ConsumeAll(t, brokers, out) {
+		s, err := js.Deserialize(out, r.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[string(r.Key)] = s
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("summaries %v\nwant %v", got, want)
+	}
+	t.Logf("%d users' summaries exact", len(want))
 }

@@ -131,3 +131,39 @@ func ExampleForeignKeyJoin() {
 	// o2 tea:1 at 3.80
 	// o1 cake:1 at 4.00
 }
+
+// Page views and purchases, two streams of different shapes, folded into
+// one summary per user.
+func ExampleCogroup() {
+	str := serde.String()
+	b := topology.NewBuilder()
+	views := topology.Stream(b, "views", topology.Consumed(str, str)).GroupByKey()              // user → page
+	buys := topology.Stream(b, "purchases", topology.Consumed(str, serde.Int64())).GroupByKey() // user → cents
+	c := topology.Cogroup(views, func(_ string, page string, s string) string { return s + " " + page })
+	c = topology.CogroupWith(c, buys, func(_ string, cents int64, s string) string { return fmt.Sprintf("%s $%d", s, cents/100) })
+	c.Aggregate(func() string { return "" }, topology.Materialized[string, string]("summary").WithSerdes(str, str)).
+		ToStream().To("summaries", topology.Produced(str, str))
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	d, err := streamstest.Open(top, streamstest.Options{CacheMaxBytes: -1})
+	if err != nil {
+		panic(err)
+	}
+	defer d.Close()
+	v := streamstest.Input(d, "views", str, str)
+	p := streamstest.Input(d, "purchases", str, serde.Int64())
+	v.Pipe("ann", "/shoes")
+	p.Pipe("ann", 4999)
+	v.Pipe("bob", "/hats")
+	v.Pipe("ann", "/socks")
+	for _, r := range streamstest.Output(d, "summaries", str, str).ReadRecords() {
+		fmt.Printf("%s:%s\n", r.Key, r.Value)
+	}
+	// Output:
+	// ann: /shoes
+	// ann: /shoes $49
+	// bob: /hats
+	// ann: /shoes $49 /socks
+}

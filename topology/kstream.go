@@ -168,7 +168,13 @@ func FlatMapValuesWithKey[K, V, V2 any](s *KStream[K, V], f func(K, V) []V2, nam
 
 // SelectKey gives each record a new key computed from it.
 func SelectKey[K, V, K2 any](s *KStream[K, V], f func(K, V) K2, name ...Named) *KStream[K2, V] {
-	n := simple[K, V, K2, V](s.b, s.b.nameOr(nameOf(name), "KSTREAM-KEY-SELECT-"), s.node,
+	// Kafka Streams counts a key selector in its generated names even when
+	// it is named.
+	nodeName := s.b.newName("KSTREAM-KEY-SELECT-")
+	if n := nameOf(name); n != "" {
+		nodeName = n
+	}
+	n := simple[K, V, K2, V](s.b, nodeName, s.node,
 		func(base rt.Base, ch []rt.Receiver[K2, V]) rt.Node {
 			return &selectKeyNode[K, V, K2]{base, rt.Forwarder[K2, V]{Children: ch}, f}
 		})

@@ -78,6 +78,15 @@ var scenarios = map[string]scenario{
 			topology.Materialized[string, string]("reduced")).ToStream().To("out")
 	}, []parityOut{{"out", false}}, ""},
 
+	"cogroup": {func(b *topology.Builder) {
+		clicks := topology.Stream(b, "clicks", consumed()).GroupByKey()
+		buys := topology.GroupBy(topology.Stream(b, "buys", consumed()), func(_, v string) string { u, _, _ := strings.Cut(v, ":"); return u },
+			topology.Grouped(str, str).WithName("buys-by-user"))
+		c := topology.Cogroup(clicks, func(_, v, agg string) string { return agg + " c:" + v })
+		c = topology.CogroupWith(c, buys, func(_, v, agg string) string { _, item, _ := strings.Cut(v, ":"); return agg + " b:" + item })
+		c.Aggregate(func() string { return "" }, topology.Materialized[string, string]("activity").WithSerdes(str, str)).ToStream().To("out")
+	}, []parityOut{{"out", false}}, ""},
+
 	"aggregate-repartition": {func(b *topology.Builder) {
 		in := topology.SelectKey(topology.Stream(b, "in", consumed()), func(_, v string) string { return v[:1] })
 		g := in.GroupByKey(topology.Grouped(str, str).WithName("by-first"))

@@ -32,6 +32,7 @@ import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.KGroupedStream;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.GlobalKTable;
@@ -98,6 +99,16 @@ public final class Parity {
                 .mapValues(v -> v.trim())
                 .groupByKey()
                 .reduce((agg, v) -> agg + "," + v, Materialized.as("reduced"))
+                .toStream().to("out");
+        }, outs("out", "string")));
+
+        SCENARIOS.put("cogroup", new Scenario(b -> {
+            KGroupedStream<String, String> clicks = b.stream("clicks", Consumed.with(Serdes.String(), Serdes.String())).groupByKey();
+            KGroupedStream<String, String> buys = b.stream("buys", Consumed.with(Serdes.String(), Serdes.String()))
+                .groupBy((k, v) -> v.split(":")[0], Grouped.with("buys-by-user", Serdes.String(), Serdes.String()));
+            clicks.<String>cogroup((k, v, agg) -> agg + " c:" + v)
+                .cogroup(buys, (k, v, agg) -> agg + " b:" + v.split(":")[1])
+                .aggregate(() -> "", Materialized.as("activity"))
                 .toStream().to("out");
         }, outs("out", "string")));
 

@@ -1,0 +1,94 @@
+package topology
+
+import (
+	"github.com/eddy-go/eddy/internal/rt"
+	"github.com/eddy-go/eddy/serde"
+)
+
+// CogroupedKStream is several grouped streams, each with its own value type
+// and aggregator, folded into one aggregate per key: Kafka Streams'
+// CogroupedKStream. Start one with Cogroup, add streams with CogroupWith,
+// end with Aggregate.
+type CogroupedKStream[K, VA any] struct {
+	b        *Builder
+	keySerde serde.Serde[K]
+	inputs   []cogroupInput[K, VA]
+}
+
+// cogroupInput is one grouped stream of a co-grouped aggregation:
+// parent repartitions it when needed (Kafka Streams repartitions every
+// input before it names the aggregation nodes); aggregate adds its node,
+// which reads and writes the shared store.
+type cogroupInput[K, VA any] struct {
+	parent    func(storeName string) *rt.NodeSpec
+	aggregate func(parent *rt.NodeSpec, storeName string, init func() VA, info *tableInfo) *rt.NodeSpec
+}
+
+// Cogroup starts a co-grouped aggregation with g: each record of g is
+// folded into its key's aggregate by aggregator. Add more grouped streams
+// (of any value type, the same key type) with CogroupWith, then call
+// Aggregate. As Kafka Streams' KGroupedStream.cogroup.
+func Cogroup[K, V, VA any](g *KGroupedStream[K, V], aggregator func(K, V, VA) VA) *CogroupedKStream[K, VA] {
+	c := &CogroupedKStream[K, VA]{b: g.s.b, keySerde: g.keySerde}
+	return CogroupWith(c, g, aggregator)
+}
+
+// CogroupWith adds g to the co-grouped aggregation c, with its own
+// aggregator. As Kafka Streams' CogroupedKStream.cogroup.
+func CogroupWith[K, V, VA any](c *CogroupedKStream[K, VA], g *KGroupedStream[K, V], aggregator func(K, V, VA) VA) *CogroupedKStream[K, VA] {
+	if c.keySerde == nil {
+		c.keySerde = g.keySerde
+	}
+	b := g.s.b
+	c.inputs = append(c.inputs, cogroupInput[K, VA]{
+		parent: func(storeName string) *rt.NodeSpec {
+			if !g.s.repartitionRequired {
+				return g.s.node
+			}
+			prefix := g.name
+			if prefix == "" {
+				prefix = storeName // as Kafka Streams: name the others with Grouped
+			}
+			return repartition(b, g.s.node, prefix, g.keySerde, g.valueSerde, 0)
+		},
+		aggregate: func(parent *rt.NodeSpec, storeName string, init func() VA, info *tableInfo) *rt.NodeSpec {
+			first := func(k K, v V) VA { return aggregator(k, v, init()) }
+			n := b.add(processorSpec[K, V, K, change[VA]](b.newName("COGROUPKSTREAM-AGGREGATE-"), func(bc *rt.BuildCtx) (rt.Node, error) {
+				ch, err := rt.Children[K, change[VA]](bc)
+				return &aggregateNode[K, V, VA]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, fw: fwd[K, VA]{Children: ch},
+					storeName: storeName, sendOld: &info.sendOld, first: first, next: aggregator}, err
+			}), parent)
+			b.connect(n, storeName)
+			return n
+		},
+	})
+	return c
+}
+
+// Aggregate folds the records of every co-grouped stream into one
+// aggregate per key, starting at init(), in one store (pass Materialized
+// with a value serde to name it and to read it back). The grouped streams
+// must be co-partitioned; those whose key may have changed are
+// repartitioned first. As Kafka Streams' CogroupedKStream.aggregate.
+func (c *CogroupedKStream[K, VA]) Aggregate(init func() VA, m ...MaterializedOptions[K, VA]) *KTable[K, VA] {
+	b := c.b
+	mo := materializedOr(m)
+	storeName := mo.name
+	if storeName == "" {
+		storeName = b.newStoreName("COGROUPKSTREAM-AGGREGATE-")
+	}
+	materialize(b, mo, storeName, c.keySerde, nil)
+	parents := make([]*rt.NodeSpec, len(c.inputs))
+	for i, in := range c.inputs {
+		parents[i] = in.parent(storeName)
+	}
+	info := &tableInfo{}
+	aggs := make([]*rt.NodeSpec, len(c.inputs))
+	for i, in := range c.inputs {
+		aggs[i] = in.aggregate(parents[i], storeName, init, info)
+	}
+	b.copartition(aggs...)
+	merge := b.add(processorSpec[K, change[VA], K, change[VA]](b.newName("COGROUPKSTREAM-MERGE-"), buildPass[K, change[VA]]), aggs...)
+	return &KTable[K, VA]{b: b, node: merge, keySerde: pickSerde(mo.keySerde, c.keySerde), valueSerde: mo.valueSerde,
+		store: storeName, info: info, getter: storeGetter[K, VA](storeName)}
+}
