@@ -41,16 +41,7 @@ func CogroupWith[K, V, VA any](c *CogroupedKStream[K, VA], g *KGroupedStream[K, 
 	}
 	b := g.s.b
 	c.inputs = append(c.inputs, cogroupInput[K, VA]{
-		parent: func(storeName string) *rt.NodeSpec {
-			if !g.s.repartitionRequired {
-				return g.s.node
-			}
-			prefix := g.name
-			if prefix == "" {
-				prefix = storeName // as Kafka Streams: name the others with Grouped
-			}
-			return repartition(b, g.s.node, prefix, g.keySerde, g.valueSerde, 0)
-		},
+		parent: g.parentFor, // named by Grouped, else by the store, as Kafka Streams
 		aggregate: func(parent *rt.NodeSpec, storeName string, init func() VA, info *tableInfo) *rt.NodeSpec {
 			first := func(k K, v V) VA { return aggregator(k, v, init()) }
 			n := b.add(processorSpec[K, V, K, change[VA]](b.newName("COGROUPKSTREAM-AGGREGATE-"), func(bc *rt.BuildCtx) (rt.Node, error) {

@@ -46,14 +46,7 @@ func streamAggregate[K, V, VA any](g *KGroupedStream[K, V], m MaterializedOption
 		storeName = b.newStoreName(prefix)
 	}
 	funcName := b.newName(prefix)
-	parent := g.s.node
-	if g.s.repartitionRequired {
-		topicPrefix := storeName
-		if g.name != "" {
-			topicPrefix = g.name
-		}
-		parent = repartition(b, parent, topicPrefix, g.keySerde, g.valueSerde, 0)
-	}
+	parent := g.parentFor(storeName)
 	materialize(b, m, storeName, g.keySerde, vaSerde)
 	info := &tableInfo{}
 	n := b.add(processorSpec[K, V, K, change[VA]](funcName, func(bc *rt.BuildCtx) (rt.Node, error) {

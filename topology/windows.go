@@ -184,7 +184,7 @@ func WindowedReduce[K, V any](s *WindowedStream[K, V], reducer func(agg, v V) V,
 		func(_ K, v V, agg V) V { return reducer(agg, v) }, "KSTREAM-REDUCE-")
 }
 
-// streamParent returns the node a grouped stream's aggregation reads from,
+// parentFor returns the node a grouped stream's aggregation reads from,
 // inserting a repartition topic when needed.
 func (g *KGroupedStream[K, V]) parentFor(storeName string) *rt.NodeSpec {
 	if !g.s.repartitionRequired {
