@@ -22,6 +22,7 @@ type CogroupedKStream[K, VA any] struct {
 type cogroupInput[K, VA any] struct {
 	parent    func(storeName string) *rt.NodeSpec
 	aggregate func(parent *rt.NodeSpec, storeName string, init func() VA, info *tableInfo) *rt.NodeSpec
+	windowed  func(parent *rt.NodeSpec, storeName string, w Windows, init func() VA, info *tableInfo) *rt.NodeSpec
 }
 
 // Cogroup starts a co-grouped aggregation with g: each record of g is
@@ -52,6 +53,10 @@ func CogroupWith[K, V, VA any](c *CogroupedKStream[K, VA], g *KGroupedStream[K, 
 			b.connect(n, storeName)
 			return n
 		},
+		windowed: func(parent *rt.NodeSpec, storeName string, w Windows, init func() VA, info *tableInfo) *rt.NodeSpec {
+			first := func(k K, v V) VA { return aggregator(k, v, init()) }
+			return addTimeWindowNode(b, b.newName("COGROUPKSTREAM-AGGREGATE-"), parent, storeName, w, false, "", info, first, aggregator)
+		},
 	})
 	return c
 }
@@ -69,17 +74,66 @@ func (c *CogroupedKStream[K, VA]) Aggregate(init func() VA, m ...MaterializedOpt
 		storeName = b.newStoreName("COGROUPKSTREAM-AGGREGATE-")
 	}
 	materialize(b, mo, storeName, c.keySerde, nil)
+	info := &tableInfo{}
+	aggs := c.build(storeName, func(in cogroupInput[K, VA], parent *rt.NodeSpec) *rt.NodeSpec {
+		return in.aggregate(parent, storeName, init, info)
+	})
+	merge := b.add(processorSpec[K, change[VA], K, change[VA]](b.newName("COGROUPKSTREAM-MERGE-"), buildPass[K, change[VA]]), aggs...)
+	return &KTable[K, VA]{b: b, node: merge, keySerde: pickSerde(mo.keySerde, c.keySerde), valueSerde: mo.valueSerde,
+		store: storeName, info: info, getter: storeGetter[K, VA](storeName)}
+}
+
+// build repartitions the inputs that need it, then adds each input's
+// aggregation node (in Kafka Streams' order, so generated names match),
+// and checks they are co-partitioned.
+func (c *CogroupedKStream[K, VA]) build(storeName string, add func(in cogroupInput[K, VA], parent *rt.NodeSpec) *rt.NodeSpec) []*rt.NodeSpec {
 	parents := make([]*rt.NodeSpec, len(c.inputs))
 	for i, in := range c.inputs {
 		parents[i] = in.parent(storeName)
 	}
-	info := &tableInfo{}
 	aggs := make([]*rt.NodeSpec, len(c.inputs))
 	for i, in := range c.inputs {
-		aggs[i] = in.aggregate(parents[i], storeName, init, info)
+		aggs[i] = add(in, parents[i])
 	}
-	b.copartition(aggs...)
-	merge := b.add(processorSpec[K, change[VA], K, change[VA]](b.newName("COGROUPKSTREAM-MERGE-"), buildPass[K, change[VA]]), aggs...)
-	return &KTable[K, VA]{b: b, node: merge, keySerde: pickSerde(mo.keySerde, c.keySerde), valueSerde: mo.valueSerde,
-		store: storeName, info: info, getter: storeGetter[K, VA](storeName)}
+	c.b.copartition(aggs...)
+	return aggs
+}
+
+// TimeWindowedCogroupedKStream is a co-grouped aggregation over time
+// windows (tumbling, hopping or sliding), as Kafka Streams'
+// TimeWindowedCogroupedKStream.
+type TimeWindowedCogroupedKStream[K, VA any] struct {
+	c *CogroupedKStream[K, VA]
+	w Windows
+}
+
+// WindowedBy aggregates per time window: TumblingWindows, HoppingWindows
+// or SlidingWindows. Results are emitted on every update (Kafka Streams'
+// co-grouping has no other emit strategy); records later than their
+// window's grace are counted as late and dropped.
+func (c *CogroupedKStream[K, VA]) WindowedBy(w Windows) *TimeWindowedCogroupedKStream[K, VA] {
+	return &TimeWindowedCogroupedKStream[K, VA]{c: c, w: w}
+}
+
+// Aggregate folds the records of every co-grouped stream into one
+// aggregate per key and window, starting at init(), in one window store.
+func (t *TimeWindowedCogroupedKStream[K, VA]) Aggregate(init func() VA, m ...MaterializedOptions[K, VA]) *KTable[serde.Windowed[K], VA] {
+	c, b := t.c, t.c.b
+	if t.w.kind == countWindows {
+		b.errorf("co-grouped aggregation: count windows are not supported; use TumblingWindows, HoppingWindows or SlidingWindows")
+		return &KTable[serde.Windowed[K], VA]{b: b, info: &tableInfo{}}
+	}
+	mo := materializedOr(m)
+	storeName := mo.name
+	if storeName == "" {
+		storeName = b.newStoreName("COGROUPKSTREAM-AGGREGATE-")
+	}
+	ks, vs := addTimeWindowStore(b, storeName, mo, c.keySerde, nil, t.w, false)
+	info := &tableInfo{}
+	aggs := c.build(storeName, func(in cogroupInput[K, VA], parent *rt.NodeSpec) *rt.NodeSpec {
+		return in.windowed(parent, storeName, t.w, init, info)
+	})
+	merge := b.add(processorSpec[serde.Windowed[K], change[VA], serde.Windowed[K], change[VA]](b.newName("COGROUPKSTREAM-MERGE-"),
+		buildPass[serde.Windowed[K], change[VA]]), aggs...)
+	return windowedTable(b, merge, storeName, ks, vs, t.w, info)
 }

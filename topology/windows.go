@@ -210,36 +210,55 @@ func timeWindowAggregate[K, V, VA any](s *WindowedStream[K, V], m MaterializedOp
 	}
 	funcName := b.newName(prefix)
 	parent := g.parentFor(storeName)
-	ks, vs := pickSerde(m.keySerde, g.keySerde), pickSerde(m.valueSerde, vaSerde)
-	retention := time.Duration(s.w.size+s.w.grace) * time.Millisecond
-	if s.w.kind == slidingWindows {
+	ks, vs := addTimeWindowStore(b, storeName, m, g.keySerde, vaSerde, s.w, s.emitOnClose)
+	info := &tableInfo{}
+	n := addTimeWindowNode(b, funcName, parent, storeName, s.w, s.emitOnClose, s.lateTopic, info, first, next)
+	return windowedTable(b, n, storeName, ks, vs, s.w, info)
+}
+
+// addTimeWindowStore adds the window store of a time-windowed aggregation
+// (retention: window size plus grace, at least) and returns its serdes.
+func addTimeWindowStore[K, VA any](b *Builder, storeName string, m MaterializedOptions[K, VA], keySerde serde.Serde[K], vaSerde serde.Serde[VA],
+	w Windows, emitOnClose bool) (serde.Serde[K], serde.Serde[VA]) {
+	ks, vs := pickSerde(m.keySerde, keySerde), pickSerde(m.valueSerde, vaSerde)
+	retention := time.Duration(w.size+w.grace) * time.Millisecond
+	if w.kind == slidingWindows {
 		// A record reads the windows up to 2d before it (the window
 		// before its left window), as in Kafka Streams.
-		retention = time.Duration(2*s.w.size+s.w.grace) * time.Millisecond
+		retention = time.Duration(2*w.size+w.grace) * time.Millisecond
 	}
 	if m.retention > retention {
 		retention = m.retention
 	}
 	if ks == nil || vs == nil {
 		b.errorf("windowed store %q needs serdes for [%s, %s]: pass them with Materialized(...).WithSerdes", storeName, rt.TypeOf[K](), rt.TypeOf[VA]())
-	} else {
-		b.addStore(stores.TimestampedWindow(storeName, ks, vs, retention).WithWindowSize(time.Duration(s.w.size)*time.Millisecond).
-			WithCaching(m.caching && !s.emitOnClose).WithLogging(m.logging, m.logConfig).InMemory(m.backend == InMemory))
+		return ks, vs
 	}
-	info := &tableInfo{}
-	w := s.w
-	lateTopic := s.lateTopic
-	n := b.add(processorSpec[K, V, serde.Windowed[K], change[VA]](funcName, func(bc *rt.BuildCtx) (rt.Node, error) {
+	b.addStore(stores.TimestampedWindow(storeName, ks, vs, retention).WithWindowSize(time.Duration(w.size)*time.Millisecond).
+		WithCaching(m.caching && !emitOnClose).WithLogging(m.logging, m.logConfig).InMemory(m.backend == InMemory))
+	return ks, vs
+}
+
+// addTimeWindowNode adds a node folding parent's records into the time
+// windows of storeName.
+func addTimeWindowNode[K, V, VA any](b *Builder, name string, parent *rt.NodeSpec, storeName string, w Windows, emitOnClose bool, lateTopic string,
+	info *tableInfo, first func(K, V) VA, next func(K, V, VA) VA) *rt.NodeSpec {
+	n := b.add(processorSpec[K, V, serde.Windowed[K], change[VA]](name, func(bc *rt.BuildCtx) (rt.Node, error) {
 		ch, err := rt.Children[serde.Windowed[K], change[VA]](bc)
 		return &timeWindowNode[K, V, VA]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, fw: fwd[serde.Windowed[K], VA]{Children: ch},
-			storeName: storeName, emitOnClose: s.emitOnClose, sendOld: &info.sendOld, windows: w, first: first, next: next, lateTopic: lateTopic}, err
+			storeName: storeName, emitOnClose: emitOnClose, sendOld: &info.sendOld, windows: w, first: first, next: next, lateTopic: lateTopic}, err
 	}), parent)
 	b.connect(n, storeName)
+	return n
+}
+
+// windowedTable is the table of a time-windowed aggregation ending at node.
+func windowedTable[K, VA any](b *Builder, node *rt.NodeSpec, storeName string, ks serde.Serde[K], vs serde.Serde[VA], w Windows, info *tableInfo) *KTable[serde.Windowed[K], VA] {
 	var wks serde.Serde[serde.Windowed[K]]
 	if ks != nil {
 		wks = serde.TimeWindowed(ks, w.size)
 	}
-	return &KTable[serde.Windowed[K], VA]{b: b, node: n, keySerde: wks, valueSerde: vs, store: storeName, info: info}
+	return &KTable[serde.Windowed[K], VA]{b: b, node: node, keySerde: wks, valueSerde: vs, store: storeName, info: info}
 }
 
 type windowStoreOf[K, V any] interface {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eddy-go/eddy/serde"
 	"github.com/eddy-go/eddy/streams/streamstest"
@@ -110,5 +111,45 @@ func TestCogroupUnnamedRepartitionsClash(t *testing.T) {
 	c.Aggregate(func() string { return "" }, topology.Materialized[string, string]("ab").WithSerdes(str, str))
 	if _, err := b.Build(); err == nil || !strings.Contains(err.Error(), "ab-repartition") {
 		t.Fatalf("Build: %v, want an error naming the clashing topic ab-repartition", err)
+	}
+}
+
+// Windowed co-grouping closes a window for every co-grouped stream at
+// once, on the task's stream time (the latest record of any of them): a
+// click for a window that the purchases' time has closed is late, though
+// no later click came. Count windows are refused by Build.
+func TestCogroupWindowedClosesForAllStreams(t *testing.T) {
+	b := topology.NewBuilder()
+	c := topology.Cogroup(topology.Stream(b, "clicks", consumed()).GroupByKey(), func(_, v, agg string) string { return agg + " c:" + v })
+	c = topology.CogroupWith(c, topology.Stream(b, "buys", consumed()).GroupByKey(), func(_, v, agg string) string { return agg + " b:" + v })
+	c.WindowedBy(topology.TumblingWindows(100*time.Millisecond, 10*time.Millisecond)).
+		Aggregate(func() string { return "" }, topology.Materialized[string, string]("w").WithSerdes(str, str).WithCaching(false)).
+		ToStream().To("out", topology.Produced(serde.TimeWindowed(str, 100), str))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := streamstest.New(t, top)
+	clicks, buys := streamstest.Input(d, "clicks", str, str), streamstest.Input(d, "buys", str, str)
+	out := streamstest.Output(d, "out", serde.TimeWindowed(str, 100), str)
+	clicks.PipeAt("u1", "home", 10)
+	buys.PipeAt("u1", "book", 250) // closes [0,100) for both streams
+	clicks.PipeAt("u1", "cart", 50)
+	var got []string
+	for _, r := range out.ReadRecords() {
+		got = append(got, fmt.Sprintf("%s@%d=%s", r.Key.Key, r.Key.Window.Start, r.Value))
+	}
+	if g := strings.Join(got, ", "); g != "u1@0= c:home, u1@200= b:book" {
+		t.Errorf("output %q", g)
+	}
+	if n := d.LateRecords(); n != 1 {
+		t.Errorf("%d late records, want 1 (the click for the closed window)", n)
+	}
+
+	b = topology.NewBuilder()
+	c = topology.Cogroup(topology.Stream(b, "clicks", consumed()).GroupByKey(), func(_, v, agg string) string { return agg + v })
+	c.WindowedBy(topology.CountWindows(3)).Aggregate(func() string { return "" }, topology.Materialized[string, string]("cw").WithSerdes(str, str))
+	if _, err := b.Build(); err == nil || !strings.Contains(err.Error(), "count windows") {
+		t.Errorf("Build: %v, want an error refusing count windows", err)
 	}
 }

@@ -87,6 +87,14 @@ var scenarios = map[string]scenario{
 		c.Aggregate(func() string { return "" }, topology.Materialized[string, string]("activity").WithSerdes(str, str)).ToStream().To("out")
 	}, []parityOut{{"out", false}}, ""},
 
+	"cogroup-tumbling": {func(b *topology.Builder) {
+		cogroupWindowed(b, topology.TumblingWindows(100*time.Millisecond, 20*time.Millisecond), "activity-100ms")
+	}, []parityOut{{"out", false}}, ""},
+
+	"cogroup-sliding": {func(b *topology.Builder) {
+		cogroupWindowed(b, topology.SlidingWindows(50*time.Millisecond, 30*time.Millisecond), "activity-sliding")
+	}, []parityOut{{"out", false}}, ""},
+
 	"aggregate-repartition": {func(b *topology.Builder) {
 		in := topology.SelectKey(topology.Stream(b, "in", consumed()), func(_, v string) string { return v[:1] })
 		g := in.GroupByKey(topology.Grouped(str, str).WithName("by-first"))
@@ -309,6 +317,16 @@ func orQ(s *string) string {
 }
 
 // flatWindowed writes "key@start/end" keys, as the Java side does.
+// cogroupWindowed co-groups clicks and buys per window w.
+func cogroupWindowed(b *topology.Builder, w topology.Windows, store string) {
+	c := topology.Cogroup(topology.Stream(b, "clicks", consumed()).GroupByKey(), func(_, v, agg string) string { return agg + " c:" + v })
+	c = topology.CogroupWith(c, topology.Stream(b, "buys", consumed()).GroupByKey(), func(_, v, agg string) string { return agg + " b:" + v })
+	t := c.WindowedBy(w).Aggregate(func() string { return "" }, topology.Materialized[string, string](store).WithSerdes(str, str).WithCaching(false))
+	topology.Map(t.ToStream(), func(wk serde.Windowed[string], v string) (string, string) {
+		return fmt.Sprintf("%s@%d/%d", wk.Key, wk.Window.Start, wk.Window.End), v
+	}).To("out", topology.Produced(str, str))
+}
+
 func flatWindowed(t *topology.KTable[serde.Windowed[string], int64]) {
 	topology.Map(t.ToStream(), func(wk serde.Windowed[string], n int64) (string, int64) {
 		return fmt.Sprintf("%s@%d/%d", wk.Key, wk.Window.Start, wk.Window.End), n

@@ -112,6 +112,28 @@ public final class Parity {
                 .toStream().to("out");
         }, outs("out", "string")));
 
+        SCENARIOS.put("cogroup-tumbling", new Scenario(b -> {
+            KGroupedStream<String, String> clicks = b.stream("clicks", Consumed.with(Serdes.String(), Serdes.String())).groupByKey();
+            KGroupedStream<String, String> buys = b.stream("buys", Consumed.with(Serdes.String(), Serdes.String())).groupByKey();
+            clicks.<String>cogroup((k, v, agg) -> agg + " c:" + v)
+                .cogroup(buys, (k, v, agg) -> agg + " b:" + v)
+                .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(20)))
+                .aggregate(() -> "", Materialized.as("activity-100ms"))
+                .toStream().map((wk, v) -> KeyValue.pair(wk.key() + "@" + wk.window().start() + "/" + wk.window().end(), v))
+                .to("out", Produced.with(Serdes.String(), Serdes.String()));
+        }, outs("out", "string")));
+
+        SCENARIOS.put("cogroup-sliding", new Scenario(b -> {
+            KGroupedStream<String, String> clicks = b.stream("clicks", Consumed.with(Serdes.String(), Serdes.String())).groupByKey();
+            KGroupedStream<String, String> buys = b.stream("buys", Consumed.with(Serdes.String(), Serdes.String())).groupByKey();
+            clicks.<String>cogroup((k, v, agg) -> agg + " c:" + v)
+                .cogroup(buys, (k, v, agg) -> agg + " b:" + v)
+                .windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(Duration.ofMillis(50), Duration.ofMillis(30)))
+                .aggregate(() -> "", Materialized.as("activity-sliding"))
+                .toStream().map((wk, v) -> KeyValue.pair(wk.key() + "@" + wk.window().start() + "/" + wk.window().end(), v))
+                .to("out", Produced.with(Serdes.String(), Serdes.String()));
+        }, outs("out", "string")));
+
         SCENARIOS.put("aggregate-repartition", new Scenario(b -> {
             b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
                 .selectKey((k, v) -> v.substring(0, 1))
