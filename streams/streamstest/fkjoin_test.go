@@ -33,10 +33,6 @@ func TestForeignKeyJoin(t *testing.T) {
 	}{{false, true}, {true, true}, {false, false}, {true, false}} {
 		left := c.left
 		t.Run(fmt.Sprintf("left=%v,materialized=%v", c.left, c.materialized), func(t *testing.T) {
-			b := topology.NewBuilder()
-			orders := topology.Table(b, "orders", topology.Consumed(str, serde.JSON[order]()), topology.Materialized[string, order]("orders-store"))
-			products := topology.Table(b, "products", topology.Consumed(str, serde.JSON[product]()), topology.Materialized[string, product]("products-store"))
-			fk := func(o order) (string, bool) { return o.Product, o.Product != "" }
 			describe := func(o order, p *product) string {
 				if p == nil {
 					return fmt.Sprintf("%d x ?", o.Qty)
@@ -47,17 +43,7 @@ func TestForeignKeyJoin(t *testing.T) {
 			if c.materialized {
 				m = append(m, topology.Materialized[string, string]("priced").WithSerdes(str, str))
 			}
-			var res *topology.KTable[string, string]
-			if left {
-				res = topology.ForeignKeyLeftJoin(orders, products, fk, describe, m...)
-			} else {
-				res = topology.ForeignKeyJoin(orders, products, fk, func(o order, p product) string { return describe(o, &p) }, m...)
-			}
-			res.ToStream().To("priced-orders", topology.Produced(str, str))
-			top, err := b.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
+			top := pricedOrders(t, left, describe, "priced-orders", m...)
 			d := streamstest.New(t, top, streamstest.Options{CacheMaxBytes: -1})
 			oin := streamstest.Input(d, "orders", str, serde.JSON[order]())
 			pin := streamstest.Input(d, "products", str, serde.JSON[product]())
@@ -143,6 +129,29 @@ func TestForeignKeyJoin(t *testing.T) {
 	}
 }
 
+// pricedOrders builds orders joined with the products they name (by
+// foreign key; left or inner), the result written to out; m names, and
+// with a value serde materializes, the result.
+func pricedOrders(t *testing.T, left bool, describe func(order, *product) string, out string, m ...topology.MaterializedOptions[string, string]) *topology.Topology {
+	t.Helper()
+	b := topology.NewBuilder()
+	orders := topology.Table(b, "orders", topology.Consumed(str, serde.JSON[order]()), topology.Materialized[string, order]("orders-store"))
+	products := topology.Table(b, "products", topology.Consumed(str, serde.JSON[product]()), topology.Materialized[string, product]("products-store"))
+	fk := func(o order) (string, bool) { return o.Product, o.Product != "" }
+	var res *topology.KTable[string, string]
+	if left {
+		res = topology.ForeignKeyLeftJoin(orders, products, fk, describe, m...)
+	} else {
+		res = topology.ForeignKeyJoin(orders, products, fk, func(o order, p product) string { return describe(o, &p) }, m...)
+	}
+	res.ToStream().To(out, topology.Produced(str, str))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top
+}
+
 // Aggregating a foreign-key join's result retracts old rows, so the result
 // must be materialized: Build says so.
 func TestForeignKeyJoinResultAggregatedNeedsMaterializing(t *testing.T) {
@@ -173,33 +182,17 @@ func TestForeignKeyJoinStaleAnswers(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 7))
 		left, materialized, cached := rng.IntN(2) == 0, rng.IntN(2) == 0, rng.IntN(2) == 0
 		name := fmt.Sprintf("seed=%d,left=%v,materialized=%v,cached=%v", seed, left, materialized, cached)
-		b := topology.NewBuilder()
-		orders := topology.Table(b, "orders", topology.Consumed(str, serde.JSON[order]()), topology.Materialized[string, order]("orders-store"))
-		products := topology.Table(b, "products", topology.Consumed(str, serde.JSON[product]()), topology.Materialized[string, product]("products-store"))
-		fk := func(o order) (string, bool) { return o.Product, o.Product != "" }
 		describe := func(o order, p *product) string {
 			if p == nil {
 				return fmt.Sprintf("%s x%d ?", o.Product, o.Qty)
 			}
 			return fmt.Sprintf("%s x%d @%d", o.Product, o.Qty, p.Price)
 		}
-		var m []topology.MaterializedOptions[string, string]
+		m := topology.Materialized[string, string]("priced") // names the internal topics
 		if materialized {
-			m = append(m, topology.Materialized[string, string]("priced").WithSerdes(str, str))
-		} else {
-			m = append(m, topology.Materialized[string, string]("priced")) // names the internal topics only
+			m = m.WithSerdes(str, str)
 		}
-		var res *topology.KTable[string, string]
-		if left {
-			res = topology.ForeignKeyLeftJoin(orders, products, fk, describe, m...)
-		} else {
-			res = topology.ForeignKeyJoin(orders, products, fk, func(o order, p product) string { return describe(o, &p) }, m...)
-		}
-		res.ToStream().To("out", topology.Produced(str, str))
-		top, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
+		top := pricedOrders(t, left, describe, "out", m)
 		opts := streamstest.Options{ManualCommit: true}
 		if !cached {
 			opts.CacheMaxBytes = -1
@@ -299,16 +292,8 @@ func TestForeignKeyJoinStaleAnswers(t *testing.T) {
 // must still tell the subscriber that the row is gone.
 func TestForeignKeyJoinRightRowGoneBeforeFlush(t *testing.T) {
 	const reg, resp = "streamstest-priced-subscription-registration", "streamstest-priced-subscription-response"
-	b := topology.NewBuilder()
-	orders := topology.Table(b, "orders", topology.Consumed(str, serde.JSON[order]()), topology.Materialized[string, order]("orders-store"))
-	products := topology.Table(b, "products", topology.Consumed(str, serde.JSON[product]()), topology.Materialized[string, product]("products-store"))
-	topology.ForeignKeyJoin(orders, products, func(o order) (string, bool) { return o.Product, o.Product != "" },
-		func(o order, p product) string { return fmt.Sprintf("%d x %s", o.Qty, p.Name) },
-		topology.Materialized[string, string]("priced").WithSerdes(str, str)).ToStream().To("out", topology.Produced(str, str))
-	top, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	top := pricedOrders(t, false, func(o order, p *product) string { return fmt.Sprintf("%d x %s", o.Qty, p.Name) }, "out",
+		topology.Materialized[string, string]("priced").WithSerdes(str, str))
 	d := streamstest.New(t, top, streamstest.Options{ManualCommit: true})
 	streamstest.HoldTopic(d, reg)
 	streamstest.HoldTopic(d, resp)
