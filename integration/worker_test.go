@@ -60,6 +60,11 @@ type wordApp struct {
 	batch         map[string]int64 // what a batch count over all input gives
 	rng           *rand.Rand
 	lines         int
+
+	// The current feed (see feed): its first line and its length; fed
+	// counts the input records written so far.
+	phaseStart, phaseLines, fed int64
+	feeds                       []*kafkatest.Feeder
 }
 
 func newWordApp(t *testing.T, brokers string, partitions int32) *wordApp {
@@ -71,20 +76,77 @@ func newWordApp(t *testing.T, brokers string, partitions int32) *wordApp {
 	return a
 }
 
-// produce writes n lines of three words from a 2,000-word vocabulary.
+// newLines returns n new lines of three words from a 2,000-word vocabulary,
+// counted into the batch result.
+func (a *wordApp) newLines(n int) []kafkatest.Record {
+	recs := make([]kafkatest.Record, 0, n)
+	for range n {
+		ws := []string{a.word(), a.word(), a.word()}
+		for _, w := range ws {
+			a.batch[w]++
+		}
+		recs = append(recs, kafkatest.KV(fmt.Sprint(a.lines), strings.Join(ws, " ")))
+		a.lines++
+	}
+	return recs
+}
+
+// produce writes n new lines and waits for them to be acknowledged.
 func (a *wordApp) produce(n int) {
 	const chunk = 20_000
 	for done := 0; done < n; done += chunk {
-		recs := make([]kafkatest.Record, 0, chunk)
-		for i := done; i < min(n, done+chunk); i++ {
-			ws := []string{a.word(), a.word(), a.word()}
-			for _, w := range ws {
-				a.batch[w]++
+		c := min(chunk, n-done)
+		kafkatest.Produce(a.t, a.brokers, a.input, a.newLines(c)...)
+		a.fed += int64(c)
+	}
+}
+
+// feed starts writing n new lines in the background at perSecond lines a
+// second: the input that keeps flowing while a test places its faults. The
+// faults' positions (strike) are fractions of these n lines; waitDone waits
+// for the feed to finish first.
+func (a *wordApp) feed(n, perSecond int) {
+	a.feedRecords(perSecond, a.newLines(n)...)
+}
+
+// feedRecords feeds recs as the next phase of the input (see feed); the
+// input topic must hold nothing but earlier phases.
+func (a *wordApp) feedRecords(perSecond int, recs ...kafkatest.Record) {
+	a.phaseStart, a.phaseLines = a.fed, int64(len(recs))
+	a.fed += int64(len(recs))
+	a.feeds = append(a.feeds, kafkatest.Feed(a.t, a.brokers, a.input, perSecond, recs...))
+}
+
+// strike places a fault by observed progress, not by time: it waits until
+// the group has committed at least lo (a fraction) of the lines of the
+// current feed, then runs fault, and logs where it struck ("killed p1 at 41%
+// of input committed"). It fails the test if progress passed hi before it
+// could strike (the fault would not be mid-stream: slow the feed), or if lo
+// was not reached within five minutes.
+func (a *wordApp) strike(what string, lo, hi float64, fault func()) {
+	a.t.Helper()
+	const timeout = 5 * time.Minute
+	deadline := time.Now().Add(timeout)
+	frac := func() float64 {
+		done := kafkatest.CommittedTotal(a.t, a.brokers, a.app, a.input) - a.phaseStart
+		return float64(done) / float64(a.phaseLines)
+	}
+	prev := frac()
+	for {
+		f := frac()
+		if f >= lo {
+			if f > hi {
+				a.t.Fatalf("could not place %q mid-stream: committed input went from %.0f%% to %.0f%% between two looks, past the %.0f–%.0f%% window; feed more slowly", what, 100*prev, 100*f, 100*lo, 100*hi)
 			}
-			recs = append(recs, kafkatest.KV(fmt.Sprint(a.lines), strings.Join(ws, " ")))
-			a.lines++
+			fault()
+			a.t.Logf("%s at %.0f%% of input committed (%.0f of %d lines of this phase; %d fed)", what, 100*f, f*float64(a.phaseLines), a.phaseLines, a.feeds[len(a.feeds)-1].Produced())
+			return
 		}
-		kafkatest.Produce(a.t, a.brokers, a.input, recs...)
+		if time.Now().After(deadline) {
+			a.t.Fatalf("could not place %q mid-stream: only %.0f%% of input committed after %v (want %.0f–%.0f%%)", what, 100*f, timeout, 100*lo, 100*hi)
+		}
+		prev = f
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -218,13 +280,16 @@ func tail(path string) string {
 	return strings.Join(lines, "\n")
 }
 
-// waitDone waits until every input line is processed and committed.
+// waitDone waits until every input line is fed, processed and committed.
 func (a *wordApp) waitDone(timeout time.Duration) {
 	a.t.Helper()
+	for _, f := range a.feeds {
+		f.Wait()
+	}
 	kafkatest.WaitCaughtUp(a.t, a.brokers, a.app, timeout, a.input, a.app+"-counts-repartition")
 }
 
-// lagging reports whether the application still has input to process.
+// outputs returns each word's committed count updates, in order.
 func (a *wordApp) outputs() map[string][]int64 {
 	a.t.Helper()
 	i64 := serde.Int64()

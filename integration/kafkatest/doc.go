@@ -10,6 +10,12 @@
 // (as `make test` sets), anything but a real broker and registry fails the
 // test.
 //
+// Fault tests place their faults by observed progress, not by sleeping: Feed
+// keeps input flowing at a steady rate in the background, and
+// CommittedTotal tells how much of it a consumer group has committed, so a
+// kill or restart can strike mid-stream on a fast machine and a loaded one
+// alike.
+//
 // A test in a service that links eddy:
 //
 //	func TestPipeline(t *testing.T) {
