@@ -45,8 +45,10 @@ status=0
 for m in $modules; do
 	# The integration tests prove behaviour against the services, which Go's
 	# test cache cannot see: never take their results from the cache.
+	# -v there too: the fault tests log where each fault struck ("SIGKILL of
+	# p1 at 41% of input committed").
 	fresh=""
-	[ "$(basename "$m")" = integration ] && fresh="-count=1"
+	[ "$(basename "$m")" = integration ] && fresh="-count=1 -v"
 	(cd "$m" && go test -race $fresh ${EDDY_TEST_FLAGS:-} ./...) || status=1
 done
 exit $status

@@ -1,0 +1,211 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/rt"
+	"github.com/eddy-go/eddy/processor"
+)
+
+// changelogRef names the store a changelog partition belongs to.
+type changelogRef struct {
+	task  processor.TaskID
+	store string
+}
+
+// Send implements rt.Collector: records go to the producer, inside the
+// open transaction under exactly-once.
+func (th *Thread) Send(t *rt.Task, rec *rt.OutRecord) error {
+	if err := th.guarantee.beforeSend(); err != nil {
+		return err
+	}
+	th.dirty = true
+	if rec.Store != "" {
+		tp := kclient.TP{Topic: rec.Topic, Partition: rec.Partition}
+		if _, ok := th.written[tp]; !ok {
+			th.written[tp] = changelogRef{t.ID(), rec.Store}
+		}
+	}
+	th.Stats.Produced.Add(1)
+	if m := th.cfg.Metrics; m != nil {
+		c := th.produced[rec.Topic]
+		if c == nil {
+			c = m.Produced.WithLabelValues(rec.Topic)
+			th.produced[rec.Topic] = c
+		}
+		c.Inc()
+	}
+	return th.producer.Produce(rec)
+}
+
+// commit makes everything processed since the last commit durable: flush
+// the stores' caches (forwarding what they held back), commit the records
+// sent and the input offsets together (guarantee.go), then apply the
+// stores' writes with their changelog offsets in one atomic write per
+// backend.
+func (th *Thread) commit() error {
+	start := time.Now()
+	th.lastCommit = start
+	for _, tk := range th.order {
+		if tk.restoring > 0 {
+			continue
+		}
+		if err := tk.t.Flush(); err != nil {
+			return rejoinIfFatal(err)
+		}
+	}
+	offsets, err := th.commitOffsets()
+	if err != nil {
+		return err
+	}
+	if !th.dirty && !th.guarantee.pending() && len(offsets) == 0 {
+		return nil // nothing new; positions past transaction markers are committed too
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := th.guarantee.commit(ctx, offsets, th.offsetMeta(offsets)); err != nil {
+		var oce *offsetCommitError
+		if !errors.As(err, &oce) {
+			return th.commitFailed(err)
+		}
+		// At-least-once: the records are processed again by whoever owns
+		// the partitions next.
+		th.log.Warn("committing offsets failed", zap.Error(err))
+	}
+	if err := th.storeChangelogEnds(ctx); err != nil {
+		return err
+	}
+	if err := th.wsM.Commit(); err != nil {
+		return fmt.Errorf("committing in-memory stores: %w", err)
+	}
+	if err := th.wsP.Commit(); err != nil {
+		return fmt.Errorf("committing stores: %w", err)
+	}
+	for tp, off := range offsets {
+		th.committed[tp] = off
+		if p := th.parts[tp]; p != nil && p.task.t.StreamTime() >= 0 {
+			th.committedTime[tp] = p.task.t.StreamTime()
+		}
+	}
+	th.dirty = false
+	th.Stats.Commits.Add(1)
+	th.Stats.CommitNanos.Add(time.Since(start).Nanoseconds())
+	if m := th.cfg.Metrics; m != nil {
+		m.CommitDuration.Observe(time.Since(start).Seconds())
+	}
+	th.maybePurge()
+	return nil
+}
+
+// storeChangelogEnds records, with the stores' writes, where each written
+// changelog partition ends now that its records are committed: the high
+// watermark. Only this task writes its changelog partition, so everything
+// below it is this store's history (or aborted records and transaction
+// markers, which restore skips anyway).
+func (th *Thread) storeChangelogEnds(ctx context.Context) error {
+	if len(th.written) == 0 {
+		return nil
+	}
+	tps := make([]kclient.TP, 0, len(th.written))
+	for tp := range th.written {
+		tps = append(tps, tp)
+	}
+	_, hwm, err := th.cfg.Admin.Offsets(ctx, tps, false)
+	if err != nil {
+		return fmt.Errorf("reading changelog ends after commit: %w", err)
+	}
+	for tp, ref := range th.written {
+		th.writeSet(ref.store).SetOffset(ref.task.String(), ref.store, hwm[tp])
+	}
+	clear(th.written)
+	return nil
+}
+
+// commitOffsets returns the offsets to commit: after the last processed
+// record, or — for a partition whose buffer is empty — the consumer's
+// position, which moves past transaction markers, as Kafka Streams commits
+// (so the group's lag can reach zero on transactional input).
+func (th *Thread) commitOffsets() (map[kclient.TP]int64, error) {
+	offsets := map[kclient.TP]int64{}
+	var drained []kclient.TP
+	for tp, p := range th.parts {
+		if p.task.restoring > 0 {
+			continue
+		}
+		if p.size() == 0 {
+			drained = append(drained, tp)
+		}
+		if p.next >= 0 {
+			offsets[tp] = p.next
+		}
+	}
+	if len(drained) > 0 {
+		pos, err := th.consumer.Position(drained)
+		if err != nil {
+			return nil, fmt.Errorf("reading consumer positions: %w", err)
+		}
+		for tp, off := range pos {
+			if off > offsets[tp] && (th.parts[tp].next >= 0 || off > th.committed[tp]) {
+				offsets[tp] = off
+			}
+		}
+	}
+	for tp, off := range offsets {
+		if c, ok := th.committed[tp]; ok && off <= c {
+			delete(offsets, tp)
+		}
+	}
+	return offsets, nil
+}
+
+// maybePurge deletes repartition records below the committed offsets,
+// every 30 seconds.
+func (th *Thread) maybePurge() {
+	if time.Since(th.lastPurge) < 30*time.Second {
+		return
+	}
+	th.lastPurge = time.Now()
+	before := map[kclient.TP]int64{}
+	for tp := range th.parts {
+		if off, ok := th.committed[tp]; ok && off > 0 && th.isRepartition(tp.Topic) {
+			before[tp] = off
+		}
+	}
+	if len(before) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := th.cfg.Admin.DeleteRecords(ctx, before); err != nil {
+		th.log.Warn("purging repartition topics", zap.Error(err))
+	}
+}
+
+func (th *Thread) isRepartition(topic string) bool {
+	for _, t := range th.cfg.Program.InternalTopics {
+		if t.Repartition && rt.InternalTopicName(th.cfg.AppID, t.Name) == topic {
+			return true
+		}
+	}
+	return false
+}
+
+// offsetMeta is the metadata committed with each offset: its task's stream
+// time (see encodeStreamTime).
+func (th *Thread) offsetMeta(offsets map[kclient.TP]int64) map[kclient.TP]string {
+	meta := make(map[kclient.TP]string, len(offsets))
+	for tp := range offsets {
+		if p := th.parts[tp]; p != nil {
+			if ts := p.task.t.StreamTime(); ts >= 0 {
+				meta[tp] = encodeStreamTime(ts)
+			}
+		}
+	}
+	return meta
+}

@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/rt"
+)
+
+// The input side of a thread: each assigned partition's records wait in a
+// buffer until their task takes them in timestamp order.
+
+type partition struct {
+	tp       kclient.TP
+	consumed prometheus.Counter // nil without metrics
+	task     *task
+	buf      []*rt.RawRecord
+	head     int
+	paused   bool
+	next     int64 // offset after the last processed record, -1 none yet
+}
+
+func (p *partition) size() int { return len(p.buf) - p.head }
+
+func (p *partition) pop() *rt.RawRecord {
+	r := p.buf[p.head]
+	p.buf[p.head] = nil
+	p.head++
+	if p.head == len(p.buf) {
+		p.buf, p.head = p.buf[:0], 0
+	}
+	return r
+}
+
+// poll moves records from the consumer into the partition buffers. The
+// buffers are bounded as a whole (MaxBufferedRecords per partition): while
+// they are full the thread does not poll, and librdkafka, whose own queue
+// is bounded (queued.max.messages.kbytes), stops fetching. Pausing single
+// partitions would make librdkafka drop what it prefetched for them and
+// fetch it again on resume — measured: it cut throughput by an order of
+// magnitude — so partitions are paused only while their task restores.
+func (th *Thread) poll() error {
+	buffered := 0
+	for _, p := range th.parts {
+		if p.task.restoring == 0 {
+			buffered += p.size()
+		}
+	}
+	limit := th.cfg.MaxBufferedRecords * max(len(th.parts), 1)
+	if buffered >= limit {
+		return nil
+	}
+	timeout := 50 * time.Millisecond
+	if buffered > 0 || len(th.restoring) > 0 {
+		timeout = 0
+	}
+	for ; buffered < limit; buffered++ {
+		r, err := th.consumer.Poll(timeout)
+		timeout = 0
+		if err != nil {
+			if errors.Is(err, kclient.ErrFatal) {
+				return fmt.Errorf("%w: %v", errRejoin, err)
+			}
+			th.log.Warn("consumer error", zap.Error(err))
+			return nil
+		}
+		if r == nil || th.cbErr != nil {
+			return nil
+		}
+		p := th.parts[kclient.TP{Topic: r.Topic, Partition: r.Partition}]
+		if p == nil {
+			continue // a partition no longer ours
+		}
+		p.task.t.Prepare(r) // timestamps from extractors, for ordering
+		p.buf = append(p.buf, r)
+		th.Stats.Consumed.Add(1)
+		if p.consumed != nil {
+			p.consumed.Inc()
+		}
+	}
+	return nil
+}
+
+// next picks the task's partition whose head record has the lowest
+// timestamp; with MaxTaskIdle, a task with an empty partition waits for it
+// that long first.
+func (th *Thread) next(tk *task, now time.Time) *partition {
+	var best *partition
+	empty := false
+	for _, p := range tk.parts {
+		if p.size() == 0 {
+			empty = true
+			continue
+		}
+		if best == nil || p.buf[p.head].Timestamp < best.buf[best.head].Timestamp {
+			best = p
+		}
+	}
+	if best == nil {
+		tk.idleSince = time.Time{}
+		return nil
+	}
+	if empty && th.cfg.MaxTaskIdle > 0 {
+		if tk.idleSince.IsZero() {
+			tk.idleSince = now
+		}
+		if now.Sub(tk.idleSince) < th.cfg.MaxTaskIdle {
+			return nil
+		}
+	} else {
+		tk.idleSince = time.Time{}
+	}
+	return best
+}
+
+// process runs buffered records through their tasks, round-robin, up to a
+// budget so the loop keeps polling and committing on time.
+func (th *Thread) process() error {
+	now := time.Now()
+	deadline := now.Add(100 * time.Millisecond)
+	for n := 0; n < 20_000; {
+		progressed := false
+		for _, tk := range th.order {
+			if tk.restoring > 0 {
+				continue
+			}
+			for i := 0; i < 100; i++ {
+				p := th.next(tk, now)
+				if p == nil {
+					break
+				}
+				r := p.pop()
+				var err error
+				if m := th.cfg.Metrics; m != nil {
+					t0 := time.Now()
+					err = tk.t.Process(r)
+					m.ProcessLatency.Observe(time.Since(t0).Seconds())
+					m.EndToEnd.Observe(float64(t0.UnixMilli()-r.Timestamp) / 1000)
+				} else {
+					err = tk.t.Process(r)
+				}
+				p.next = r.Offset + 1
+				th.dirty = true
+				progressed = true
+				n++
+				if err != nil {
+					return err
+				}
+			}
+		}
+		if !progressed || time.Now().After(deadline) {
+			break
+		}
+	}
+	return nil
+}
+
+func (th *Thread) punctuateWallClock() error {
+	now := th.cfg.WallClock()
+	for _, tk := range th.order {
+		if tk.restoring > 0 {
+			continue
+		}
+		if err := tk.t.PunctuateWallClock(now); err != nil {
+			return err
+		}
+	}
+	return nil
+}

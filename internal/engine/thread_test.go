@@ -1,0 +1,318 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/kclient/kclienttest"
+	"github.com/eddy-go/eddy/internal/rt"
+)
+
+// A commit under each guarantee: outputs, changelog and offsets are
+// committed; exactly-once in transactions, at-least-once without.
+func TestCommitUnderEachGuarantee(t *testing.T) {
+	for _, eos := range []bool{true, false} {
+		t.Run(fmt.Sprintf("exactly_once=%v", eos), func(t *testing.T) {
+			cl := kclienttest.NewCluster()
+			r := newRig(t, cl, countTopology(t, nil), eos, "")
+			want := feed(cl, 0, 200, 7)
+			run := r.start()
+			wait(t, "the group to commit all input", func() bool { return caughtUp(cl) })
+			if err := run.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			exactSequences(t, outputs(t, cl, true), want)
+			for p := range int32(testParts) {
+				if _, meta := cl.Committed(testIn, p); meta == "" {
+					t.Errorf("partition %d: offset committed without the task's stream time", p)
+				} else if ts, ok := decodeStreamTime(meta); !ok || ts < 1000 {
+					t.Errorf("partition %d: stream time %q decodes to %d, %v", p, meta, ts, ok)
+				}
+			}
+			var changelogRecs int
+			for p := range int32(testParts) {
+				changelogRecs += len(cl.Records(changelog(), p, true))
+			}
+			if changelogRecs != 200 {
+				t.Errorf("changelog holds %d records, want one per update (200)", changelogRecs)
+			}
+			txns := cl.Calls("CommitTransaction")
+			if eos && (txns == 0 || cl.Calls("Commit") != 0) {
+				t.Errorf("exactly-once: %d transactions, %d plain offset commits", txns, cl.Calls("Commit"))
+			}
+			if !eos && (txns != 0 || cl.Calls("Commit") == 0) {
+				t.Errorf("at-least-once: %d transactions, %d offset commits", txns, cl.Calls("Commit"))
+			}
+		})
+	}
+}
+
+// An abortable error in a commit aborts the transaction and rewinds to the
+// last commit: what the aborted transaction held is processed again, and
+// the committed output is still exact.
+func TestAbortableErrorAbortsAndRewinds(t *testing.T) {
+	for _, op := range []string{"CommitTransaction", "SendOffsets"} {
+		t.Run(op, func(t *testing.T) {
+			cl := kclienttest.NewCluster()
+			r := newRig(t, cl, countTopology(t, nil), true, "")
+			want := feed(cl, 0, 100, 5)
+			run := r.start()
+			wait(t, "a first commit", func() bool { return cl.Calls("CommitTransaction") > 0 })
+			cl.FailNext(op, kclienttest.Abortable(op))
+			more := feed(cl, 100, 100, 5)
+			for k, n := range more {
+				want[k] += n
+			}
+			wait(t, "the group to commit all input", func() bool { return caughtUp(cl) })
+			if err := run.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			if n := run.th.Stats.Aborts.Load(); n != 1 {
+				t.Fatalf("%d aborts, want 1", n)
+			}
+			exactSequences(t, outputs(t, cl, true), want)
+			all, committed := 0, 0
+			for _, s := range outputs(t, cl, false) {
+				all += len(s)
+			}
+			for _, s := range outputs(t, cl, true) {
+				committed += len(s)
+			}
+			if all <= committed {
+				t.Errorf("the aborted transaction left no records in the log (%d, %d): nothing was aborted", all, committed)
+			}
+		})
+	}
+}
+
+// A fenced producer makes the thread rejoin with new clients; no output
+// is lost or duplicated.
+func TestFencedProducerRejoins(t *testing.T) {
+	cl := kclienttest.NewCluster()
+	r := newRig(t, cl, countTopology(t, nil), true, "")
+	want := feed(cl, 0, 100, 5)
+	run := r.start()
+	wait(t, "a first commit", func() bool { return cl.Calls("CommitTransaction") > 0 })
+	cl.Fence(run.th.transactionalID())
+	more := feed(cl, 100, 100, 5)
+	for k, n := range more {
+		want[k] += n
+	}
+	wait(t, "the group to commit all input", func() bool { return caughtUp(cl) })
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := cl.Calls("NewProducer"); n != 2 {
+		t.Fatalf("%d producers made, want 2 (one new after the fence)", n)
+	}
+	exactSequences(t, outputs(t, cl, true), want)
+}
+
+// A lost assignment drops the uncommitted work: the open transaction is
+// aborted and the tasks start again from the committed state.
+func TestLostAssignmentDropsUncommittedWork(t *testing.T) {
+	cl := kclienttest.NewCluster()
+	r := newRig(t, cl, countTopology(t, nil), true, "")
+	r.cfg.CommitInterval = time.Hour // only the shutdown commits
+	want := feed(cl, 0, 100, 5)
+	run := r.start()
+	wait(t, "all input processed", func() bool { return run.th.Stats.Produced.Load() >= 200 })
+	cl.Revoke(true)
+	wait(t, "the input processed again", func() bool { return run.th.Stats.Produced.Load() >= 400 })
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	exactSequences(t, outputs(t, cl, true), want)
+	if got := len(outputs(t, cl, false)["k0"]); got != 40 {
+		t.Errorf("k0 has %d updates in the log, want 40: 20 aborted with the lost assignment, 20 committed", got)
+	}
+	if !caughtUp(cl) {
+		t.Error("the shutdown did not commit the input")
+	}
+}
+
+// A clean revocation commits before the partitions go.
+func TestRevokeCommits(t *testing.T) {
+	cl := kclienttest.NewCluster()
+	r := newRig(t, cl, countTopology(t, nil), true, "")
+	r.cfg.CommitInterval = time.Hour
+	want := feed(cl, 0, 100, 5)
+	run := r.start()
+	wait(t, "all input processed", func() bool { return run.th.Stats.Produced.Load() >= 200 })
+	cl.Revoke(false)
+	wait(t, "the revocation's commit", func() bool { return caughtUp(cl) })
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	exactSequences(t, outputs(t, cl, true), want)
+	if n := run.th.Stats.Aborts.Load(); n != 0 {
+		t.Errorf("%d aborts", n)
+	}
+}
+
+// A thread that fails (a processing error with the default handler) closes
+// its consumer without committing anything it did since the last commit:
+// the revocation that closing triggers must not commit.
+func TestRevokeWhileClosingCommitsNothing(t *testing.T) {
+	for _, eos := range []bool{true, false} {
+		t.Run(fmt.Sprintf("exactly_once=%v", eos), func(t *testing.T) {
+			cl := kclienttest.NewCluster()
+			r := newRig(t, cl, countTopology(t, nil), eos, "")
+			r.cfg.CommitInterval = time.Hour
+			feed(cl, 0, 50, 5)
+			cl.Produce(testIn, 0, kclienttest.Record{Key: []byte("k0"), Value: []byte("boom"), Timestamp: 2000})
+			run := r.start()
+			select {
+			case err := <-run.done:
+				run.done <- err
+				if err == nil || !strings.Contains(err.Error(), "boom") {
+					t.Fatalf("Run returned %v, want the processing error", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the thread did not fail")
+			}
+			for p := range int32(testParts) {
+				if off, _ := cl.Committed(testIn, p); off >= 0 {
+					t.Errorf("partition %d: offset %d committed after the failure", p, off)
+				}
+			}
+			if eos {
+				if n := len(outputs(t, cl, true)); n != 0 {
+					t.Errorf("%d keys in the committed output, want none", n)
+				}
+			}
+		})
+	}
+}
+
+// Committed offsets move past transaction markers once a partition is
+// drained (so the group's lag reaches zero on transactional input), as
+// Kafka Streams commits; the committed offset is never past a record not
+// processed yet.
+func TestCommittedOffsetsPastMarkers(t *testing.T) {
+	cl := kclienttest.NewCluster()
+	r := newRig(t, cl, countTopology(t, nil), true, "")
+	// Transactional input: an upstream producer's records, then its
+	// commit marker.
+	up, err := cl.NewProducer(kclient.Config{"transactional.id": "upstream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	must(t, up.InitTransactions(ctx))
+	must(t, up.BeginTransaction())
+	for i := range 20 {
+		must(t, up.Produce(&rt.OutRecord{Topic: testIn, Partition: 0, Key: fmt.Appendf(nil, "k%d", i%3), Value: fmt.Append(nil, i), Timestamp: int64(1000 + i)}))
+	}
+	must(t, up.CommitTransaction(ctx))
+	end := cl.End(testIn, 0) // 20 records and a marker
+	if end != 21 {
+		t.Fatalf("input ends at %d, want 21", end)
+	}
+	run := r.start()
+	wait(t, "offsets past the marker", func() bool { off, _ := cl.Committed(testIn, 0); return off == end })
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := outputs(t, cl, true); len(got["k0"]) != 7 {
+		t.Errorf("k0 updates %v, want 7", got["k0"])
+	}
+	if off, _ := cl.Committed(testIn, 1); off >= 0 {
+		t.Errorf("partition 1 (never written) has committed offset %d", off)
+	}
+}
+
+// Restore: a store with no state reads its whole changelog; a store that
+// fell behind reads exactly the records written after its stored offset; a
+// store that is up to date reads nothing.
+func TestRestoreFromStoredOffsetAndFromZero(t *testing.T) {
+	for _, eos := range []bool{true, false} {
+		t.Run(fmt.Sprintf("exactly_once=%v", eos), func(t *testing.T) {
+			cl := kclienttest.NewCluster()
+			prog := countTopology(t, nil)
+			dirA, dirB := t.TempDir(), t.TempDir()
+			runOn := func(dir string, from, n int) *running {
+				t.Helper()
+				r := newRig(t, cl, prog, eos, dir)
+				feed(cl, from, n, 5)
+				run := r.start()
+				wait(t, "the thread to run", func() bool { return r.state.Load() == int32(ThreadRunning) })
+				wait(t, "the group to commit all input", func() bool { return caughtUp(cl) })
+				if err := run.stop(t); err != nil {
+					t.Fatal(err)
+				}
+				r.closeStores()
+				return run
+			}
+			changelogRecords := func() int64 {
+				var n int
+				for p := range int32(testParts) {
+					n += len(cl.Records(changelog(), p, true))
+				}
+				return int64(n)
+			}
+			a := runOn(dirA, 0, 100) // A's store: 100 updates
+			if n := a.th.Stats.RestoredRecords.Load(); n != 0 {
+				t.Fatalf("first run restored %d records", n)
+			}
+			b := runOn(dirB, 100, 60) // a new store: reads all 100, then 60 more
+			if n := b.th.Stats.RestoredRecords.Load(); n != 100 {
+				t.Fatalf("empty store restored %d records, want the whole changelog (100)", n)
+			}
+			c := runOn(dirA, 160, 0) // A is 60 behind
+			if n := c.th.Stats.RestoredRecords.Load(); n != 60 {
+				t.Fatalf("store behind restored %d records, want the 60 written after its offset", n)
+			}
+			d := runOn(dirA, 160, 40) // A is up to date
+			if n := d.th.Stats.RestoredRecords.Load(); n != 0 {
+				t.Fatalf("up-to-date store restored %d records", n)
+			}
+			if n := changelogRecords(); n != 200 {
+				t.Fatalf("changelog holds %d records, want 200", n)
+			}
+			// Counting went on from the restored state: exact throughout.
+			exactSequences(t, outputs(t, cl, true), counts(0, 200, 5))
+		})
+	}
+}
+
+// Backpressure: the thread buffers at most MaxBufferedRecords per assigned
+// partition; beyond that it stops polling.
+func TestBufferedRecordsAreBounded(t *testing.T) {
+	cl := kclienttest.NewCluster()
+	var th atomic.Pointer[Thread]
+	var processed, worst int64
+	peek := func() {
+		processed++
+		if t := th.Load(); t != nil {
+			worst = max(worst, t.Stats.Consumed.Load()-processed)
+		}
+	}
+	r := newRig(t, cl, countTopology(t, peek), false, "")
+	r.cfg.MaxBufferedRecords = 10
+	want := feed(cl, 0, 2000, 13)
+	run := r.start()
+	th.Store(run.th)
+	wait(t, "the group to commit all input", func() bool { return caughtUp(cl) })
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if limit := int64(10 * testParts); worst > limit {
+		t.Fatalf("up to %d records buffered, want at most %d", worst, limit)
+	}
+	if worst == 0 {
+		t.Fatal("nothing was ever buffered ahead of processing")
+	}
+	exactSequences(t, outputs(t, cl, true), want)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
