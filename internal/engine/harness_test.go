@@ -59,9 +59,9 @@ func countTopology(t *testing.T, peek func()) *rt.Program {
 
 // rig is one application instance's engine on a fake cluster.
 type rig struct {
-	t     *testing.T
-	cl    *kclienttest.Cluster
-	cfg   *Config
+	t      *testing.T
+	cl     *kclienttest.Cluster
+	cfg    *Config
 	state  atomic.Int32 // the thread's last ThreadState
 	closed bool
 }

@@ -31,7 +31,7 @@ type Cluster struct {
 
 	topics    map[string][]*partLog
 	committed map[kclient.TP]offsetMeta
-	member    *Consumer // the group's member, nil when none
+	member    *Consumer            // the group's member, nil when none
 	txns      map[string]*txnState // by transactional id
 	faults    map[string][]error   // by operation name, in order
 	calls     map[string]int       // by operation name
