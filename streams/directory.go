@@ -113,8 +113,8 @@ func (a *App) runDirectory(ctx context.Context, d *directory, processID string) 
 		}
 		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := prod.Flush(fctx); err != nil {
-			log.Warn("instance directory: flushing", zap.Error(err))
+		if err := prod.WaitDelivered(fctx); err != nil {
+			log.Warn("instance directory: waiting for the record's delivery", zap.Error(err))
 		}
 		if err := prod.DeliveryErr(); err != nil {
 			log.Warn("instance directory: writing this instance's record", zap.Error(err))

@@ -69,7 +69,8 @@ func (th *Thread) commit() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := th.guarantee.commit(ctx, offsets, th.offsetMeta(offsets)); err != nil {
+	ends, err := th.guarantee.commit(ctx, offsets, th.offsetMeta(offsets))
+	if err != nil {
 		var oce *offsetCommitError
 		if !errors.As(err, &oce) {
 			return th.commitFailed(err)
@@ -78,9 +79,7 @@ func (th *Thread) commit() error {
 		// the partitions next.
 		th.log.Warn("committing offsets failed", zap.Error(err))
 	}
-	if err := th.storeChangelogEnds(ctx); err != nil {
-		return err
-	}
+	th.storeChangelogEnds(ends)
 	if err := th.wsM.Commit(); err != nil {
 		return fmt.Errorf("committing in-memory stores: %w", err)
 	}
@@ -104,27 +103,21 @@ func (th *Thread) commit() error {
 }
 
 // storeChangelogEnds records, with the stores' writes, where each written
-// changelog partition ends now that its records are committed: the high
-// watermark. Only this task writes its changelog partition, so everything
-// below it is this store's history (or aborted records and transaction
-// markers, which restore skips anyway).
-func (th *Thread) storeChangelogEnds(ctx context.Context) error {
-	if len(th.written) == 0 {
-		return nil
-	}
-	tps := make([]kclient.TP, 0, len(th.written))
-	for tp := range th.written {
-		tps = append(tps, tp)
-	}
-	_, hwm, err := th.cfg.Admin.Offsets(ctx, tps, false)
-	if err != nil {
-		return fmt.Errorf("reading changelog ends after commit: %w", err)
-	}
+// changelog partition ends now that its records are committed. Only this
+// task writes its changelog partition, so everything below the end is this
+// store's history (or aborted records and transaction markers, which
+// restore skips anyway). A partition whose end is not known keeps its older
+// stored offset: a restore then replays a few records the store already
+// has, which changes nothing.
+func (th *Thread) storeChangelogEnds(ends map[kclient.TP]int64) {
 	for tp, ref := range th.written {
-		th.writeSet(ref.store).SetOffset(ref.task.String(), ref.store, hwm[tp])
+		if end, ok := ends[tp]; ok {
+			th.writeSet(ref.store).SetOffset(ref.task.String(), ref.store, end)
+		} else {
+			th.log.Debug("changelog end unknown after commit; the stored offset stays behind", zap.Stringer("partition", tp))
+		}
 	}
 	clear(th.written)
-	return nil
 }
 
 // commitOffsets returns the offsets to commit: after the last processed

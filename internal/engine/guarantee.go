@@ -17,9 +17,13 @@ type guarantee interface {
 	// transaction the record belongs to.
 	beforeSend() error
 	// commit makes the records sent since the last commit durable, and the
-	// input offsets with them. An error means nothing may be assumed
-	// committed (failure.go decides what the thread does).
-	commit(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string) error
+	// input offsets with them. It returns where each partition written
+	// since the last commit ends now (from the delivery reports: no broker
+	// round trip), for the changelogs' stored offsets; a partition whose
+	// end is not known is missing. An error means nothing may be assumed
+	// committed (failure.go decides what the thread does), except for an
+	// *offsetCommitError, which comes with the ends.
+	commit(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string) (ends map[kclient.TP]int64, err error)
 	// abort drops what was sent since the last commit where the guarantee
 	// can take it back (exactly-once aborts the transaction) and forgets
 	// delivery failures. An error means the producer is unusable.
@@ -59,27 +63,38 @@ func (g *exactlyOnceCommits) beforeSend() error {
 	return nil
 }
 
-func (g *exactlyOnceCommits) commit(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string) error {
-	if err := g.p.Flush(ctx); err != nil {
-		return fmt.Errorf("producer flush failed: %w", err)
-	}
+// commit needs no flush of its own: CommitTransaction sends every record
+// of the transaction at once and fails (abortably) if one was not
+// delivered.
+func (g *exactlyOnceCommits) commit(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string) (map[kclient.TP]int64, error) {
 	if err := g.beforeSend(); err != nil {
-		return err
+		return nil, err
 	}
 	if len(offsets) > 0 {
 		gm, err := g.c.GroupMetadata()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := g.p.SendOffsets(ctx, offsets, meta, gm); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := g.p.CommitTransaction(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	g.open = false
-	return nil
+	// Committed. The delivery reports are in (or on their way): their
+	// offsets say where the changelogs end. Each partition the transaction
+	// wrote gets one commit marker right after its last record (only this
+	// producer writes there), so the end is that record's offset + 2. If
+	// the reports cannot be awaited, the ends stay unknown: stored offsets
+	// then lag the store, and a restore replays a little more (a
+	// changelog replays idempotently) — never rewind after a commit.
+	if err := g.p.WaitDelivered(ctx); err != nil {
+		g.p.LastOffsets()
+		return nil, nil
+	}
+	return endsAfter(g.p.LastOffsets(), 2), nil
 }
 
 func (g *exactlyOnceCommits) abort(ctx context.Context) error {
@@ -89,6 +104,8 @@ func (g *exactlyOnceCommits) abort(ctx context.Context) error {
 	}
 	err := g.p.AbortTransaction(ctx)
 	g.open = false
+	g.p.WaitDelivered(ctx) // reports of the aborted records: forget them
+	g.p.LastOffsets()
 	var te *kclient.TxnError
 	if err != nil && (!errors.As(err, &te) || te.Fatal) {
 		return err
@@ -107,20 +124,23 @@ type atLeastOnceCommits struct {
 
 func (g *atLeastOnceCommits) beforeSend() error { return nil }
 
-func (g *atLeastOnceCommits) commit(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string) error {
-	if err := g.p.Flush(ctx); err != nil {
-		return fmt.Errorf("producing records failed: %w", err)
+func (g *atLeastOnceCommits) commit(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string) (map[kclient.TP]int64, error) {
+	if err := g.p.WaitDelivered(ctx); err != nil {
+		return nil, fmt.Errorf("producing records failed: %w", err)
 	}
 	if err := g.p.DeliveryErr(); err != nil {
-		return fmt.Errorf("producing records failed: %w", err)
+		return nil, fmt.Errorf("producing records failed: %w", err)
 	}
+	ends := endsAfter(g.p.LastOffsets(), 1)
 	if err := g.c.Commit(offsets, meta); err != nil {
-		return &offsetCommitError{err}
+		return ends, &offsetCommitError{err}
 	}
-	return nil
+	return ends, nil
 }
 
-func (g *atLeastOnceCommits) abort(context.Context) error {
+func (g *atLeastOnceCommits) abort(ctx context.Context) error {
+	g.p.WaitDelivered(ctx) // records already sent stay written; forget their reports
+	g.p.LastOffsets()
 	g.p.DeliveryErr()
 	return nil
 }
@@ -134,3 +154,12 @@ type offsetCommitError struct{ err error }
 
 func (e *offsetCommitError) Error() string { return "committing offsets failed: " + e.err.Error() }
 func (e *offsetCommitError) Unwrap() error { return e.err }
+
+// endsAfter turns the offsets of the last records delivered into the
+// partitions' ends: the last offset + n (1, or 2 with a commit marker).
+func endsAfter(last map[kclient.TP]int64, n int64) map[kclient.TP]int64 {
+	for tp, off := range last {
+		last[tp] = off + n
+	}
+	return last
+}

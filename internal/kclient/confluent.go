@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -223,15 +224,22 @@ func (c *consumer) Close() error { return c.c.Close() }
 type producer struct {
 	p    *kafka.Producer
 	done chan struct{}
+	// inflight counts records produced whose delivery report has not been
+	// read yet.
+	inflight atomic.Int64
 
-	mu  sync.Mutex
-	err error // guarded by mu: the first delivery failure not yet reported
+	mu   sync.Mutex    // guards the fields below
+	err  error         // the first delivery failure not yet reported
+	last map[TP]int64  // offset of the last record delivered, by partition
+	wake chan struct{} // closed when inflight reaches 0, for WaitDelivered
 }
 
 // NewProducer returns a librdkafka producer; a goroutine drains its
-// delivery reports (without keys, values or headers) and keeps the first
-// failure for DeliveryErr. (librdkafka's delivery.report.only.error would
-// spare the reports of successes, but the Go client refuses it.)
+// delivery reports (without keys, values or headers), keeps the first
+// failure for DeliveryErr and the last offset delivered to each partition
+// for LastOffsets. (librdkafka's delivery.report.only.error would spare the
+// reports of successes, but the Go client refuses it, and the offsets are
+// wanted.)
 func NewProducer(cfg Config) (Producer, error) {
 	cfg = maps.Clone(cfg)
 	cfg["go.delivery.reports"] = true
@@ -240,7 +248,7 @@ func NewProducer(cfg Config) (Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	pr := &producer{p: p, done: make(chan struct{})}
+	pr := &producer{p: p, done: make(chan struct{}), last: map[TP]int64{}}
 	go pr.drain()
 	return pr, nil
 }
@@ -254,6 +262,18 @@ func (p *producer) drain() {
 			if e.TopicPartition.Error != nil {
 				err = fmt.Errorf("delivery to %s failed: %w", fromKTP(e.TopicPartition), e.TopicPartition.Error)
 			}
+			p.mu.Lock()
+			if err == nil {
+				tp := fromKTP(e.TopicPartition)
+				if off, ok := p.last[tp]; !ok || int64(e.TopicPartition.Offset) > off {
+					p.last[tp] = int64(e.TopicPartition.Offset)
+				}
+			}
+			if p.inflight.Add(-1) == 0 && p.wake != nil {
+				close(p.wake)
+				p.wake = nil
+			}
+			p.mu.Unlock()
 		case kafka.Error:
 			if e.IsFatal() {
 				err = fmt.Errorf("%w: %v", ErrFatal, e)
@@ -288,12 +308,18 @@ func (p *producer) Produce(rec *rt.OutRecord) error {
 			msg.Headers[i] = kafka.Header{Key: h.Key, Value: h.Value}
 		}
 	}
+	p.inflight.Add(1)
 	for {
 		err := p.p.Produce(msg, nil)
+		if err != nil {
+			// Not enqueued: no delivery report will come for it.
+			p.inflight.Add(-1)
+		}
 		var kerr kafka.Error
 		if errors.As(err, &kerr) {
 			if kerr.Code() == kafka.ErrQueueFull {
 				p.p.Flush(10) // wait for room in librdkafka's queue
+				p.inflight.Add(1)
 				continue
 			}
 			if kerr.IsFatal() || kerr.Code() == kafka.ErrFatal {
@@ -304,15 +330,38 @@ func (p *producer) Produce(rec *rt.OutRecord) error {
 	}
 }
 
-func (p *producer) Flush(ctx context.Context) error {
-	for p.p.Flush(100) > 0 {
-		if ctx.Err() != nil {
-			return fmt.Errorf("flushing producer: %w", ctx.Err())
+// WaitDelivered waits on the count of outstanding delivery reports rather
+// than confluent-kafka-go's Flush, which polls its event queue for the whole
+// of its time slice while another goroutine reads the reports: measured,
+// Flush(100) returned after ~100 ms for records delivered in 12–13 ms.
+func (p *producer) WaitDelivered(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		if p.inflight.Load() <= 0 {
+			err := p.err
+			p.mu.Unlock()
+			return err
+		}
+		if p.wake == nil {
+			p.wake = make(chan struct{})
+		}
+		wake := p.wake
+		p.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %d delivery reports: %w", p.inflight.Load(), ctx.Err())
 		}
 	}
+}
+
+// LastOffsets implements Producer.
+func (p *producer) LastOffsets() map[TP]int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.err
+	out := p.last
+	p.last = make(map[TP]int64, len(out))
+	return out
 }
 
 func (p *producer) DeliveryErr() error {

@@ -63,11 +63,18 @@ type Consumer interface {
 type Producer interface {
 	// Produce enqueues rec; it does not keep rec or its slices.
 	Produce(rec *rt.OutRecord) error
-	// Flush waits until every enqueued record is acknowledged.
-	Flush(ctx context.Context) error
+	// WaitDelivered waits until every record produced so far has its
+	// delivery report, and returns the first delivery failure not yet
+	// forgotten (it stays for DeliveryErr). It does not hurry the producer:
+	// records go out as linger.ms allows (a transaction's commit sends them
+	// at once).
+	WaitDelivered(ctx context.Context) error
 	// DeliveryErr returns, and forgets, the first delivery failure since
 	// the last call.
 	DeliveryErr() error
+	// LastOffsets returns, and forgets, the offset of the last record
+	// delivered to each partition since the previous call.
+	LastOffsets() map[TP]int64
 	InitTransactions(ctx context.Context) error
 	BeginTransaction() error
 	SendOffsets(ctx context.Context, offsets map[TP]int64, meta map[TP]string, groupMetadata any) error

@@ -358,8 +358,9 @@ type Producer struct {
 	txnID string
 	epoch int64
 
-	mu       sync.Mutex // guards delivErr
+	mu       sync.Mutex // guards delivErr and last
 	delivErr error
+	last     map[kclient.TP]int64
 }
 
 // NewProducer returns a producer of the cluster. Its signature is
@@ -371,11 +372,11 @@ func (c *Cluster) NewProducer(cfg kclient.Config) (kclient.Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Producer{c: c, txnID: configString(cfg, "transactional.id")}, nil
+	return &Producer{c: c, txnID: configString(cfg, "transactional.id"), last: map[kclient.TP]int64{}}, nil
 }
 
 // FailDelivery makes the producer report a failed delivery (as a delivery
-// report would) at its next Flush or DeliveryErr.
+// report would) at its next WaitDelivered or DeliveryErr.
 func (p *Producer) FailDelivery(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -429,14 +430,17 @@ func (p *Producer) Produce(rec *rt.OutRecord) error {
 	l := ps[part]
 	r.Offset = l.end()
 	l.records = append(l.records, r)
+	p.mu.Lock()
+	p.last[kclient.TP{Topic: rec.Topic, Partition: part}] = r.Offset
+	p.mu.Unlock()
 	return nil
 }
 
-// Flush implements kclient.Producer: every record is delivered at once;
-// a failure set with FailDelivery is returned (and kept).
-func (p *Producer) Flush(ctx context.Context) error {
+// WaitDelivered implements kclient.Producer: every record is delivered at
+// once; a failure set with FailDelivery is returned (and kept).
+func (p *Producer) WaitDelivered(ctx context.Context) error {
 	p.c.mu.Lock()
-	err := p.c.call("Flush")
+	err := p.c.call("WaitDelivered")
 	p.c.mu.Unlock()
 	if err != nil {
 		return err
@@ -444,6 +448,15 @@ func (p *Producer) Flush(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.delivErr
+}
+
+// LastOffsets implements kclient.Producer.
+func (p *Producer) LastOffsets() map[kclient.TP]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.last
+	p.last = map[kclient.TP]int64{}
+	return out
 }
 
 // DeliveryErr implements kclient.Producer.
