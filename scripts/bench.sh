@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# scripts/bench.sh — what `make bench` runs: eddy's throughput benchmark
-# (integration/cmd/eddybench) against the real broker of scripts/kafka.sh,
-# started for the run if it is not running. Extra arguments go to
-# eddybench (e.g. -records 300000 -only ceiling,stateless-eos).
+# scripts/bench.sh — what `make bench` runs: eddy against Kafka Streams
+# (bench/kstreams, built here with Maven) and a plain client loop, on the
+# real broker of scripts/kafka.sh, started for the run if it is not running
+# (integration/cmd/eddybench). Extra arguments go to eddybench (e.g.
+# -only stateless,latency -scale 0.3 -guarantees exactly_once).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -12,5 +13,9 @@ if ! scripts/kafka.sh status >/dev/null 2>&1; then
 	scripts/kafka.sh start
 fi
 eval "$(scripts/kafka.sh env)"
+# Kafka Streams' side of the benchmark (bench/kstreams), built with Maven.
+(cd bench/kstreams && mvn -q -B -Dstyle.color=never compile dependency:build-classpath -Dmdep.outputFile=target/classpath.txt)
+cp="$root/bench/kstreams/target/classes:$(cat bench/kstreams/target/classpath.txt)"
 cd integration
-go run ./cmd/eddybench "$@"
+go build -o "${TMPDIR:-/tmp}/eddybench" ./cmd/eddybench
+"${TMPDIR:-/tmp}/eddybench" -kstreams-classpath "$cp" "$@"

@@ -1,0 +1,437 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// workload is one benchmark topology and its pre-loaded input.
+type workload struct {
+	name    string
+	records int      // input records counted for the rate (the stream side for join)
+	inputs  []string // topics, created and loaded once per bench
+	// repartition: the group must also have committed a repartition topic.
+	repartition bool
+	unit        string // what a record is, for the table
+}
+
+type bench struct {
+	o    options
+	run  string
+	cl   *kgo.Client
+	adm  *kadm.Client
+	rows []row
+}
+
+// row is one line of the result table.
+type row struct {
+	workload, guarantee string
+	unit                string
+	res                 map[string]result // by system
+}
+
+type result struct {
+	ok       bool
+	err      string
+	rate     float64 // input records per second
+	cpuPerM  float64 // CPU seconds per million input records
+	maxRSS   float64 // MiB
+	commitMs [2]float64
+}
+
+func newBench(o options) *bench {
+	b := &bench{o: o, run: strconv.FormatInt(time.Now().Unix(), 36)}
+	b.cl = must(kgo.NewClient(kgo.SeedBrokers(strings.Split(o.brokers, ",")...), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(100_000)))
+	b.adm = kadm.NewClient(b.cl)
+	return b
+}
+
+func (b *bench) close() { b.cl.Close() }
+
+func (b *bench) topic(name string) string { return "bench-" + b.run + "-" + name }
+
+func (b *bench) create(topic string, partitions int32) {
+	resp := must(b.adm.CreateTopics(context.Background(), partitions, -1, nil, topic))
+	if err := resp.Error(); err != nil {
+		fail("creating %s: %v", topic, err)
+	}
+}
+
+func (b *bench) scaled(n int) int { return max(1, int(float64(n)*b.o.scale)) }
+
+var vocabulary = strings.Fields("the river does not hurry yet arrives an eddy is where turns back on itself and keeps what it carries streams of events like water are counted one record at a time once only even when stream interrupted turn count carry")
+
+// line returns a 100-byte value of words.
+func line(rng *rand.Rand) []byte {
+	var v bytes.Buffer
+	for v.Len() < 100 {
+		v.WriteString(vocabulary[rng.IntN(len(vocabulary))])
+		v.WriteByte(' ')
+	}
+	return v.Bytes()[:100]
+}
+
+// load writes recs(i) for i in [0, n) to topic.
+func (b *bench) load(topic string, n int, rec func(i int) *kgo.Record) {
+	b.create(topic, int32(b.o.partitions))
+	const chunk = 50_000
+	for done := 0; done < n; done += chunk {
+		recs := make([]*kgo.Record, 0, chunk)
+		for i := done; i < min(n, done+chunk); i++ {
+			r := rec(i)
+			r.Topic = topic
+			recs = append(recs, r)
+		}
+		if err := b.cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			fail("loading %s: %v", topic, err)
+		}
+	}
+}
+
+// prepare creates and loads a workload's input topics.
+func (b *bench) prepare(name string) workload {
+	rng := rand.New(rand.NewPCG(1, 2))
+	base := time.Now().Add(-24 * time.Hour).Truncate(time.Hour)
+	start := time.Now()
+	var w workload
+	switch name {
+	case "stateless":
+		w = workload{name: name, records: b.scaled(1_000_000), inputs: []string{b.topic("stateless-in")}, unit: "records of 100 B"}
+		b.load(w.inputs[0], w.records, func(i int) *kgo.Record {
+			return &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: line(rng)}
+		})
+	case "wordcount":
+		w = workload{name: name, records: b.scaled(100_000), inputs: []string{b.topic("lines")}, repartition: true, unit: "lines of ~19 words"}
+		b.load(w.inputs[0], w.records, func(i int) *kgo.Record {
+			return &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: line(rng)}
+		})
+	case "windowed":
+		// 10,000 keys, event time advancing 6 ms a record: 30 minutes of
+		// one-minute windows at full scale.
+		w = workload{name: name, records: b.scaled(300_000), inputs: []string{b.topic("events")}, unit: "records, 10k keys"}
+		b.load(w.inputs[0], w.records, func(i int) *kgo.Record {
+			return &kgo.Record{Key: fmt.Appendf(nil, "key-%d", rng.IntN(10_000)), Value: []byte("1"),
+				Timestamp: base.Add(time.Duration(i) * 6 * time.Millisecond)}
+		})
+	case "join":
+		// A 10,000-key table (older timestamps: both systems read it first)
+		// joined by a stream of records over those keys.
+		w = workload{name: name, records: b.scaled(300_000), inputs: []string{b.topic("clicks"), b.topic("users")}, unit: "stream records, 10k-key table"}
+		b.load(w.inputs[1], 10_000, func(i int) *kgo.Record {
+			return &kgo.Record{Key: fmt.Appendf(nil, "key-%d", i), Value: bytes.Repeat([]byte{'u'}, 50),
+				Timestamp: base.Add(-time.Hour)}
+		})
+		b.load(w.inputs[0], w.records, func(i int) *kgo.Record {
+			return &kgo.Record{Key: fmt.Appendf(nil, "key-%d", rng.IntN(10_000)), Value: bytes.Repeat([]byte{'c'}, 50),
+				Timestamp: base.Add(time.Duration(i) * time.Millisecond)}
+		})
+	default:
+		fail("unknown workload %q", name)
+	}
+	fmt.Printf("loaded %s (%d %s) in %v\n", name, w.records, w.unit, time.Since(start).Round(time.Millisecond))
+	return w
+}
+
+func (b *bench) runAll() {
+	for _, name := range []string{"stateless", "wordcount", "windowed", "join"} {
+		if !b.o.want(b.o.only, name) {
+			continue
+		}
+		w := b.prepare(name)
+		for _, g := range []string{"at_least_once", "exactly_once"} {
+			if !b.o.want(b.o.guarantees, g) {
+				continue
+			}
+			r := row{workload: name, guarantee: g, unit: w.unit, res: map[string]result{}}
+			for _, sys := range []string{"ceiling", "eddy", "kstreams"} {
+				if !b.o.want(b.o.systems, sys) || (sys == "ceiling" && name != "stateless") {
+					continue
+				}
+				res := b.runOne(w, sys, g)
+				r.res[sys] = res
+				fmt.Printf("  %-9s %-13s %-8s %s\n", name, g, sys, res)
+			}
+			b.rows = append(b.rows, r)
+		}
+	}
+	b.printTable()
+	if b.o.want(b.o.only, "latency") {
+		b.latency()
+	}
+}
+
+func (r result) String() string {
+	if !r.ok {
+		return "failed: " + r.err
+	}
+	s := fmt.Sprintf("%.0f records/s, %.2f CPU-s per 1M, max RSS %.0f MiB", r.rate, r.cpuPerM, r.maxRSS)
+	if r.commitMs[0] > 0 {
+		s += fmt.Sprintf(", commits p50 %.1f ms p99 %.1f ms", r.commitMs[0], r.commitMs[1])
+	}
+	return s
+}
+
+// command returns the process that runs system sys on w.
+func (b *bench) command(w workload, sys, g, app, out, state string) *exec.Cmd {
+	commit := "1000"
+	if g == "exactly_once" {
+		commit = "100"
+	}
+	switch sys {
+	case "kstreams":
+		if b.o.kstreams == "" {
+			fail("kstreams: no classpath (-kstreams-classpath; scripts/bench.sh builds bench/kstreams)")
+		}
+		args := append([]string{"-cp", b.o.kstreams, "eddy.bench.KStreamsBench", w.name, g, b.o.brokers, app, state, commit, out}, w.inputs...)
+		return exec.Command("java", args...)
+	default:
+		self := must(os.Executable())
+		args := []string{"child", "-system", sys, "-workload", w.name, "-guarantee", g, "-brokers", b.o.brokers,
+			"-app", app, "-state", state, "-commit-ms", commit, "-out", out, "-in", strings.Join(w.inputs, ",")}
+		return exec.Command(self, args...)
+	}
+}
+
+// runOne runs one system on one workload and measures it.
+func (b *bench) runOne(w workload, sys, g string) result {
+	app := b.topic(fmt.Sprintf("%s-%s-%s-%d", w.name, sys, g, time.Now().UnixNano()%1e6))
+	out := app + "-out"
+	b.create(out, int32(b.o.partitions))
+	state := must(os.MkdirTemp("", "eddybench-"))
+	defer os.RemoveAll(state)
+	cmd := b.command(w, sys, g, app, out, state)
+	p := startChild(cmd)
+	defer p.stop()
+	if err := p.waitRunning(3 * time.Minute); err != nil {
+		return result{err: err.Error()}
+	}
+	t0, cpu0 := time.Now(), p.cpu()
+	if err := b.waitCaughtUp(app, w, p, 10*time.Minute); err != nil {
+		return result{err: err.Error()}
+	}
+	el := time.Since(t0).Seconds()
+	cpu := p.cpu() - cpu0
+	res := result{ok: true, rate: float64(w.records) / el, cpuPerM: cpu / float64(w.records) * 1e6, maxRSS: p.maxRSS()}
+	res.commitMs = p.stopAndCommitStats()
+	return res
+}
+
+// waitCaughtUp waits until the group has committed every input partition
+// to its end (and a repartition topic, when the workload has one).
+func (b *bench) waitCaughtUp(group string, w workload, p *childProc, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		lags, err := b.adm.Lag(context.Background(), group)
+		if err == nil {
+			if l, ok := lags[group]; ok && l.Error() == nil && caughtUp(l, w) {
+				return nil
+			}
+		}
+		if p.exited() {
+			return fmt.Errorf("the process exited: %s", p.tail())
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not caught up within %v", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func caughtUp(l kadm.DescribedGroupLag, w workload) bool {
+	for _, t := range w.inputs {
+		if _, ok := l.Lag[t]; !ok {
+			return false
+		}
+	}
+	sawRepartition := false
+	for topic, parts := range l.Lag {
+		if strings.HasSuffix(topic, "-repartition") {
+			sawRepartition = true
+		}
+		for _, p := range parts {
+			if p.Err != nil || p.Lag > 0 || (p.End.Offset > 0 && p.Commit.At < 0) {
+				return false
+			}
+		}
+	}
+	return sawRepartition || !w.repartition
+}
+
+// childProc is a system under measurement, as an OS process.
+type childProc struct {
+	cmd     *exec.Cmd
+	lines   chan string
+	stderr  *bytes.Buffer
+	done    chan struct{}
+	commits [2]float64
+}
+
+func startChild(cmd *exec.Cmd) *childProc {
+	p := &childProc{cmd: cmd, lines: make(chan string, 16), stderr: &bytes.Buffer{}, done: make(chan struct{})}
+	stdout := must(cmd.StdoutPipe())
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		fail("starting %s: %v", cmd.Path, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			select {
+			case p.lines <- sc.Text():
+			default:
+			}
+		}
+		cmd.Wait()
+		close(p.done)
+	}()
+	return p
+}
+
+func (p *childProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *childProc) tail() string {
+	s := p.stderr.String()
+	if len(s) > 2000 {
+		s = s[len(s)-2000:]
+	}
+	return s
+}
+
+func (p *childProc) waitRunning(timeout time.Duration) error {
+	t := time.After(timeout)
+	for {
+		select {
+		case l := <-p.lines:
+			if l == "RUNNING" {
+				return nil
+			}
+		case <-p.done:
+			return fmt.Errorf("exited before running: %s", p.tail())
+		case <-t:
+			return fmt.Errorf("not running within %v", timeout)
+		}
+	}
+}
+
+// cpu returns the process's user+system CPU seconds (all threads).
+func (p *childProc) cpu() float64 {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.cmd.Process.Pid), "stat"))
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesised command name: utime is the 14th
+	// field, stime the 15th (in clock ticks of 1/100 s).
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100
+}
+
+// maxRSS returns the process's peak resident set so far, in MiB.
+func (p *childProc) maxRSS() float64 {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.cmd.Process.Pid), "status"))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmHWM:") {
+			kb, _ := strconv.ParseFloat(strings.Fields(l)[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// stopAndCommitStats stops the process (SIGTERM) and returns the commit
+// durations it reported on exit (eddy only: p50, p99 in ms).
+func (p *childProc) stopAndCommitStats() [2]float64 {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	var stats [2]float64
+	t := time.After(90 * time.Second)
+	for {
+		select {
+		case l := <-p.lines:
+			if f := strings.Fields(l); len(f) == 3 && f[0] == "COMMITS" {
+				stats[0], _ = strconv.ParseFloat(f[1], 64)
+				stats[1], _ = strconv.ParseFloat(f[2], 64)
+			}
+		case <-p.done:
+			for {
+				select {
+				case l := <-p.lines:
+					if f := strings.Fields(l); len(f) == 3 && f[0] == "COMMITS" {
+						stats[0], _ = strconv.ParseFloat(f[1], 64)
+						stats[1], _ = strconv.ParseFloat(f[2], 64)
+					}
+				default:
+					return stats
+				}
+			}
+		case <-t:
+			p.cmd.Process.Kill()
+			<-p.done
+			return stats
+		}
+	}
+}
+
+func (p *childProc) stop() {
+	if !p.exited() {
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (b *bench) printTable() {
+	fmt.Printf("\n| workload | guarantee | ceiling rec/s | eddy rec/s | Kafka Streams rec/s | eddy / Kafka Streams | eddy CPU-s per 1M | Kafka Streams CPU-s per 1M | eddy max RSS MiB | Kafka Streams max RSS MiB | eddy RSS / KS |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	num := func(r result, ok bool, f func(result) float64, format string) string {
+		if !ok || !r.ok {
+			return "—"
+		}
+		return fmt.Sprintf(format, f(r))
+	}
+	for _, r := range b.rows {
+		c, cok := r.res["ceiling"]
+		e, eok := r.res["eddy"]
+		k, kok := r.res["kstreams"]
+		ratio, rss := "—", "—"
+		if eok && kok && e.ok && k.ok {
+			ratio = fmt.Sprintf("**%.2f**", e.rate/k.rate)
+			rss = fmt.Sprintf("%.2f", e.maxRSS/k.maxRSS)
+		}
+		rate := func(x result) float64 { return x.rate }
+		cpu := func(x result) float64 { return x.cpuPerM }
+		mem := func(x result) float64 { return x.maxRSS }
+		fmt.Printf("| %s (%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.workload, r.unit, r.guarantee,
+			num(c, cok, rate, "%.0f"), num(e, eok, rate, "%.0f"), num(k, kok, rate, "%.0f"), ratio,
+			num(e, eok, cpu, "%.2f"), num(k, kok, cpu, "%.2f"), num(e, eok, mem, "%.0f"), num(k, kok, mem, "%.0f"), rss)
+	}
+	for _, r := range b.rows {
+		if e, ok := r.res["eddy"]; ok && e.ok && r.guarantee == "exactly_once" && e.commitMs[0] > 0 {
+			fmt.Printf("\neddy commit duration, %s exactly-once: p50 %.1f ms, p99 %.1f ms", r.workload, e.commitMs[0], e.commitMs[1])
+		}
+	}
+	fmt.Println()
+}

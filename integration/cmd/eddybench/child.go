@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/eddy-go/eddy/serde"
+	"github.com/eddy-go/eddy/streams"
+	"github.com/eddy-go/eddy/topology"
+)
+
+// child runs one system (ceiling or eddy) until SIGTERM, printing RUNNING
+// once it processes.
+func child(args []string) {
+	fs := flag.NewFlagSet("child", flag.ExitOnError)
+	sys := fs.String("system", "eddy", "ceiling or eddy")
+	wl := fs.String("workload", "stateless", "workload")
+	g := fs.String("guarantee", "at_least_once", "guarantee")
+	brokers := fs.String("brokers", "", "bootstrap servers")
+	app := fs.String("app", "", "application id (consumer group)")
+	state := fs.String("state", "", "state directory")
+	commitMs := fs.Int("commit-ms", 1000, "commit interval")
+	out := fs.String("out", "", "output topic")
+	in := fs.String("in", "", "input topics, comma-separated")
+	fs.Parse(args)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	inputs := strings.Split(*in, ",")
+	commit := time.Duration(*commitMs) * time.Millisecond
+	if *sys == "ceiling" {
+		ceiling(ctx, *brokers, *app, inputs[0], *out, *g == "exactly_once", commit)
+		return
+	}
+	guarantee := must(streams.ParseGuarantee(*g))
+	reg := prometheus.NewRegistry()
+	a := must(streams.New(buildTopology(*wl, inputs, *out), streams.Config{
+		ApplicationID: *app, BootstrapServers: *brokers, Guarantee: guarantee, StateDir: *state,
+		CommitInterval: commit, Metrics: reg,
+		StateListener: func(_, s streams.State) {
+			if s == streams.Running {
+				fmt.Println("RUNNING")
+			}
+		},
+	}))
+	if err := a.Run(ctx); err != nil {
+		fail("%v", err)
+	}
+	p50, p99 := commitQuantiles(reg)
+	fmt.Printf("COMMITS %.2f %.2f\n", p50, p99)
+}
+
+// buildTopology is each workload in eddy's DSL, as bench/kstreams writes
+// it in Kafka Streams'.
+func buildTopology(name string, in []string, out string) *topology.Topology {
+	tb := topology.NewBuilder()
+	switch name {
+	case "stateless":
+		s := topology.Stream(tb, in[0], topology.Consumed(serde.Bytes(), serde.Bytes()))
+		topology.MapValues(s.Filter(func(_, v []byte) bool { return len(v) > 0 }), bytes.ToUpper).To(out)
+	case "wordcount":
+		lines := topology.Stream(tb, in[0], topology.Consumed(serde.String(), serde.String()))
+		words := topology.FlatMapValues(lines, strings.Fields)
+		g := topology.GroupBy(words, func(_, w string) string { return w }, topology.Grouped(serde.String(), serde.String()))
+		topology.Count(g, topology.Materialized[string, int64]("counts")).ToStream().
+			To(out, topology.Produced(serde.String(), serde.Int64()))
+	case "windowed":
+		s := topology.Stream(tb, in[0], topology.Consumed(serde.String(), serde.String()))
+		counts := topology.WindowedCount(s.GroupByKey().WindowedBy(topology.TumblingWindows(time.Minute, 0)),
+			topology.Materialized[string, int64]("window-counts"))
+		topology.Map(counts.ToStream(), func(k serde.Windowed[string], n int64) (string, int64) {
+			return fmt.Sprintf("%s@%d", k.Key, k.Window.Start), n
+		}).To(out, topology.Produced(serde.String(), serde.Int64()))
+	case "join":
+		s := topology.Stream(tb, in[0], topology.Consumed(serde.String(), serde.String()))
+		t := topology.Table(tb, in[1], topology.Consumed(serde.String(), serde.String()), topology.Materialized[string, string]("table"))
+		topology.JoinTable(s, t, func(v, tv string) string { return v + "|" + tv }).
+			To(out, topology.Produced(serde.String(), serde.String()))
+	default:
+		fail("unknown workload %q", name)
+	}
+	return must(tb.Build())
+}
+
+// commitQuantiles estimates p50 and p99 of eddy_commit_duration_seconds,
+// in milliseconds, interpolating within histogram buckets.
+func commitQuantiles(reg *prometheus.Registry) (float64, float64) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0, 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "eddy_commit_duration_seconds" || len(mf.Metric) == 0 {
+			continue
+		}
+		h := mf.Metric[0].GetHistogram()
+		return quantile(h, 0.5) * 1000, quantile(h, 0.99) * 1000
+	}
+	return 0, 0
+}
+
+func quantile(h *dto.Histogram, q float64) float64 {
+	total := float64(h.GetSampleCount())
+	if total == 0 {
+		return 0
+	}
+	bs := h.GetBucket()
+	sort.Slice(bs, func(i, j int) bool { return bs[i].GetUpperBound() < bs[j].GetUpperBound() })
+	rank := q * total
+	prevBound, prevCount := 0.0, 0.0
+	for _, b := range bs {
+		c := float64(b.GetCumulativeCount())
+		if c >= rank {
+			if c == prevCount {
+				return b.GetUpperBound()
+			}
+			return prevBound + (b.GetUpperBound()-prevBound)*(rank-prevCount)/(c-prevCount)
+		}
+		prevBound, prevCount = b.GetUpperBound(), c
+	}
+	return prevBound
+}
+
+// ceiling is a plain confluent-kafka-go loop: consume every input record,
+// produce it unchanged, commit as often as the systems do (under
+// exactly-once, a transaction with the offsets every commit interval), with
+// eddy's client tuning.
+func ceiling(ctx context.Context, brokers, group, in, out string, eos bool, every time.Duration) {
+	iso := "read_uncommitted"
+	if eos {
+		iso = "read_committed"
+	}
+	c := must(kafka.NewConsumer(&kafka.ConfigMap{
+		"bootstrap.servers": brokers, "group.id": group, "auto.offset.reset": "earliest", "isolation.level": iso,
+		"enable.auto.commit": false, "fetch.queue.backoff.ms": 0, "queued.min.messages": 1_000_000, "fetch.wait.max.ms": 10,
+	}))
+	defer c.Close()
+	pcfg := &kafka.ConfigMap{"bootstrap.servers": brokers, "linger.ms": 10, "enable.idempotence": true,
+		"go.delivery.reports": false, "partitioner": "murmur2_random"}
+	if eos {
+		pcfg.SetKey("transactional.id", group+"-ceiling")
+	}
+	p := must(kafka.NewProducer(pcfg))
+	defer p.Close()
+	if eos {
+		if err := p.InitTransactions(ctx); err != nil {
+			fail("init transactions: %v", err)
+		}
+	}
+	running := false
+	if err := c.Subscribe(in, func(kc *kafka.Consumer, ev kafka.Event) error {
+		if e, ok := ev.(kafka.AssignedPartitions); ok {
+			if err := kc.Assign(e.Partitions); err != nil {
+				return err
+			}
+			if !running {
+				running = true
+				fmt.Println("RUNNING")
+			}
+		}
+		return nil
+	}); err != nil {
+		fail("subscribe: %v", err)
+	}
+	inTxn := false
+	last := time.Now()
+	for ctx.Err() == nil {
+		if eos && !inTxn {
+			if err := p.BeginTransaction(); err != nil {
+				fail("begin: %v", err)
+			}
+			inTxn = true
+		}
+		if m, ok := c.Poll(10).(*kafka.Message); ok && m.TopicPartition.Error == nil {
+			for {
+				err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &out, Partition: kafka.PartitionAny},
+					Key: m.Key, Value: m.Value, Timestamp: m.Timestamp}, nil)
+				if err == nil {
+					break
+				}
+				p.Flush(10)
+			}
+		}
+		if time.Since(last) < every {
+			continue
+		}
+		last = time.Now()
+		pos, err := c.Position(must(c.Assignment()))
+		if err != nil {
+			fail("positions: %v", err)
+		}
+		var offs []kafka.TopicPartition
+		for _, tp := range pos {
+			if tp.Offset >= 0 {
+				offs = append(offs, tp)
+			}
+		}
+		if eos {
+			if len(offs) > 0 {
+				if err := p.SendOffsetsToTransaction(ctx, offs, must(c.GetConsumerGroupMetadata())); err != nil {
+					fail("send offsets: %v", err)
+				}
+			}
+			if err := p.CommitTransaction(ctx); err != nil {
+				fail("commit: %v", err)
+			}
+			inTxn = false
+		} else {
+			p.Flush(60_000)
+			if len(offs) > 0 {
+				if _, err := c.CommitOffsets(offs); err != nil {
+					fail("commit: %v", err)
+				}
+			}
+		}
+	}
+	if inTxn {
+		p.AbortTransaction(context.Background())
+	}
+}
