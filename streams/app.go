@@ -390,11 +390,26 @@ func (a *App) adminConfig() kclient.Config {
 
 // fetchTuning: librdkafka otherwise stops fetching for a second whenever
 // its local queue reaches queued.min.messages, leaving the consumer idle
-// (measured: ~140k records/s with the defaults, ~600k with these).
+// (measured: ~140k records/s with the defaults, ~600k with a short
+// backoff). The backoff is 5 ms, not 0: with a full queue, 0 makes
+// librdkafka's fetcher spin (measured: twice the CPU per record). The queue
+// is bounded to 50,000 records or 8 MiB: the stream threads keep their own
+// bounded buffers, and a deeper prefetch only costs memory (measured on the
+// stateless benchmark: peak RSS 395 → 140 MiB, same records/s).
 func fetchTuning(c kclient.Config) kclient.Config {
-	c["fetch.queue.backoff.ms"] = 0
-	c["queued.min.messages"] = 1_000_000
+	c["fetch.queue.backoff.ms"] = 5
+	c["queued.min.messages"] = 50_000
+	c["queued.max.messages.kbytes"] = 8 << 10
 	c["fetch.wait.max.ms"] = 10
+	return c
+}
+
+// restoreTuning: a restore reads a changelog as fast as the store takes it,
+// so its consumer prefetches deeper (it exists only while restoring).
+func restoreTuning(c kclient.Config) kclient.Config {
+	fetchTuning(c)
+	c["queued.min.messages"] = 500_000
+	c["queued.max.messages.kbytes"] = 64 << 10
 	return c
 }
 
@@ -416,7 +431,7 @@ func (a *App) consumerConfig() kclient.Config {
 }
 
 func (a *App) restoreConfig() kclient.Config {
-	return fetchTuning(kclient.Config{
+	return restoreTuning(kclient.Config{
 		"bootstrap.servers":  a.cfg.BootstrapServers,
 		"group.id":           a.cfg.ApplicationID + "-restore", // assign-only: never joins
 		"enable.auto.commit": false,

@@ -244,6 +244,11 @@ func NewProducer(cfg Config) (Producer, error) {
 	cfg = maps.Clone(cfg)
 	cfg["go.delivery.reports"] = true
 	cfg["go.delivery.report.fields"] = "none"
+	// The Go client makes both channels with a million slots (16 MiB
+	// each) by default: the produce channel is never used (Produce is),
+	// and delivery reports are drained as they come.
+	cfg["go.produce.channel.size"] = 1
+	cfg["go.events.channel.size"] = 100_000
 	p, err := kafka.NewProducer(cfg.cm())
 	if err != nil {
 		return nil, err

@@ -201,7 +201,7 @@ func (b *bench) command(w workload, sys, g, app, out, state string) *exec.Cmd {
 	default:
 		self := must(os.Executable())
 		args := []string{"child", "-system", sys, "-workload", w.name, "-guarantee", g, "-brokers", b.o.brokers,
-			"-app", app, "-state", state, "-commit-ms", commit, "-out", out, "-in", strings.Join(w.inputs, ",")}
+			"-app", app, "-state", state, "-commit-ms", commit, "-out", out, "-in", strings.Join(w.inputs, ","), "-client", b.o.client}
 		return exec.Command(self, args...)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"syscall"
@@ -34,7 +35,14 @@ func child(args []string) {
 	commitMs := fs.Int("commit-ms", 1000, "commit interval")
 	out := fs.String("out", "", "output topic")
 	in := fs.String("in", "", "input topics, comma-separated")
+	client := fs.String("client", "", "librdkafka properties k=v,k=v for eddy's ClientConfig")
+	profile := fs.String("cpuprofile", os.Getenv("EDDYBENCH_CPUPROFILE"), "write a CPU profile of the child to this file")
 	fs.Parse(args)
+	if *profile != "" {
+		f := must(os.Create(*profile))
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	inputs := strings.Split(*in, ",")
@@ -45,9 +53,15 @@ func child(args []string) {
 	}
 	guarantee := must(streams.ParseGuarantee(*g))
 	reg := prometheus.NewRegistry()
+	cc := map[string]string{}
+	for _, kv := range strings.Split(*client, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			cc[k] = v
+		}
+	}
 	a := must(streams.New(buildTopology(*wl, inputs, *out), streams.Config{
 		ApplicationID: *app, BootstrapServers: *brokers, Guarantee: guarantee, StateDir: *state,
-		CommitInterval: commit, Metrics: reg,
+		CommitInterval: commit, Metrics: reg, ClientConfig: cc,
 		StateListener: func(_, s streams.State) {
 			if s == streams.Running {
 				fmt.Println("RUNNING")

@@ -42,6 +42,7 @@ func main() {
 	flag.IntVar(&o.latencyRate, "latency-rate", 20_000, "records/s produced in the latency run")
 	flag.DurationVar(&o.latencyFor, "latency-for", 20*time.Second, "how long the latency run produces")
 	flag.IntVar(&o.partitions, "partitions", 4, "partitions of every input topic")
+	flag.StringVar(&o.client, "eddy-client-config", "", "for exploring only: librdkafka properties (k=v,k=v) passed to eddy's ClientConfig")
 	flag.Parse()
 	if o.brokers == "" {
 		fail("no broker: pass -brokers or set EDDY_KAFKA_BOOTSTRAP (make bench starts one)")
@@ -55,6 +56,7 @@ func main() {
 
 type options struct {
 	brokers, only, systems, guarantees, kstreams string
+	client                                       string
 	scale                                        float64
 	latencyRate, partitions                      int
 	latencyFor                                   time.Duration
