@@ -56,6 +56,7 @@ type wordApp struct {
 	brokers       string
 	app           string
 	input, output string
+	internal      []string // internal topics the group reads (waitDone waits for them too)
 	dir           string
 	batch         map[string]int64 // what a batch count over all input gives
 	rng           *rand.Rand
@@ -71,6 +72,7 @@ func newWordApp(t *testing.T, brokers string, partitions int32) *wordApp {
 	a := &wordApp{t: t, brokers: brokers, app: kafkatest.UniqueName(t, "wc"), dir: t.TempDir(),
 		batch: map[string]int64{}, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))}
 	a.input, a.output = a.app+"-lines", a.app+"-counts"
+	a.internal = []string{a.app + "-counts-repartition"}
 	kafkatest.CreateTopic(t, brokers, a.input, partitions, nil)
 	kafkatest.CreateTopic(t, brokers, a.output, partitions, nil)
 	return a
@@ -179,6 +181,12 @@ func (a *wordApp) start(name string, args ...string) *worker {
 		if a.t.Failed() {
 			a.t.Logf("log of %s (%s):\n%s", name, logPath, tail(logPath))
 		}
+		// EDDY_TEST_LOG_DIR keeps every worker's log, for reading a run.
+		if dir := os.Getenv("EDDY_TEST_LOG_DIR"); dir != "" {
+			if b, err := os.ReadFile(logPath); err == nil {
+				os.WriteFile(filepath.Join(dir, filepath.Base(logPath)), b, 0o644)
+			}
+		}
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()
 			cmd.Wait()
@@ -214,6 +222,17 @@ func (w *worker) stop(t *testing.T) {
 
 // entries returns the worker's JSON log lines with the given message.
 func (w *worker) entries(msg string) []map[string]any {
+	var out []map[string]any
+	for _, e := range w.all() {
+		if e["msg"] == msg {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// all returns the worker's JSON log lines.
+func (w *worker) all() []map[string]any {
 	f, err := os.Open(w.log)
 	if err != nil {
 		return nil
@@ -224,7 +243,7 @@ func (w *worker) entries(msg string) []map[string]any {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == msg {
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
 			out = append(out, m)
 		}
 	}
@@ -286,7 +305,7 @@ func (a *wordApp) waitDone(timeout time.Duration) {
 	for _, f := range a.feeds {
 		f.Wait()
 	}
-	kafkatest.WaitCaughtUp(a.t, a.brokers, a.app, timeout, a.input, a.app+"-counts-repartition")
+	kafkatest.WaitCaughtUp(a.t, a.brokers, a.app, timeout, append([]string{a.input}, a.internal...)...)
 }
 
 // outputs returns each word's committed count updates, in order.

@@ -1,40 +1,48 @@
 #!/usr/bin/env bash
-# scripts/kafka.sh — a real Apache Kafka broker and a real schema registry on
-# 127.0.0.1 for eddy's tests, examples and benchmarks.
+# scripts/kafka.sh — a real Apache Kafka broker (or cluster) and a real schema
+# registry on 127.0.0.1 for eddy's tests, examples and benchmarks.
 #
-#   scripts/kafka.sh start    start both (no-op for one already running)
-#   scripts/kafka.sh stop     stop exactly the processes this script started
-#   scripts/kafka.sh status   exit 0 when both answer, 1 otherwise
-#   scripts/kafka.sh env      print the export lines the tests read
+#   scripts/kafka.sh start [kafka|registry]  start both, or one (no-op for one already running)
+#   scripts/kafka.sh stop                    stop exactly the processes this script started
+#   scripts/kafka.sh status                  exit 0 when what was started answers, 1 otherwise
+#   scripts/kafka.sh env                     print the export lines the tests read
+#   scripts/kafka.sh kill NODE               SIGKILL broker NODE (1…N); its data stays
+#   scripts/kafka.sh restart NODE            start broker NODE again on its data
+#   scripts/kafka.sh leader TOPIC PARTITION  print the node id leading a partition
 #
 # Kafka: Maven resolves org.apache.kafka:kafka_2.13 (scripts/kafka/pom.xml)
 # from Maven Central; its runtime classpath is copied once into
 # $EDDY_CACHE/kafka-<version>/libs, so later starts need no network and come
-# up in seconds. The broker runs as ONE combined broker+controller (KRaft)
-# with storage formatted in a fresh temporary directory, replication factors
-# and min ISR of 1, and no initial rebalance delay.
+# up in seconds. Each node is a combined broker+controller (KRaft) with its
+# storage formatted in a fresh directory at start (kept across kill and
+# restart, removed at stop). One node by default, with replication factors
+# and min ISR of 1; EDDY_KAFKA_NODES=3 starts a 3-node cluster with
+# replication factor 3 and min.insync.replicas 2 (topics, the offsets topic
+# and the transaction log), for fault tests.
 #
 # Schema registry: the AxonOps Schema Registry pinned in tools/go.mod, built
 # once into $EDDY_CACHE/bin, run with in-memory storage and BACKWARD default
 # compatibility.
 #
 # Settings (environment):
-#   EDDY_KAFKA_PORT      broker port              (default 19092; controller uses port+1)
+#   EDDY_KAFKA_VERSION   Apache Kafka release     (default: scripts/kafka/pom.xml's, 4.4.0)
+#   EDDY_KAFKA_NODES     cluster size             (default 1)
+#   EDDY_KAFKA_PORT      first broker port        (default 19092; node i listens on port+2(i-1),
+#                                                  its controller on the port after)
 #   EDDY_REGISTRY_PORT   schema registry port     (default 18081)
 #   EDDY_SERVICES_DIR    pids, logs and data      (default ${TMPDIR:-/tmp}/eddy-services-$UID)
 #   EDDY_CACHE           jars and binaries        (default ${XDG_CACHE_HOME:-$HOME/.cache}/eddy)
-#   EDDY_KAFKA_HEAP      broker JVM heap          (default 1g)
+#   EDDY_KAFKA_HEAP      heap of each broker JVM  (default 1g; 512m per node in a cluster)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-kafka_port=${EDDY_KAFKA_PORT:-19092}
-controller_port=$((kafka_port + 1))
+base_port=${EDDY_KAFKA_PORT:-19092}
 registry_port=${EDDY_REGISTRY_PORT:-18081}
 services=${EDDY_SERVICES_DIR:-${TMPDIR:-/tmp}/eddy-services-$(id -u)}
 cache=${EDDY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/eddy}
-heap=${EDDY_KAFKA_HEAP:-1g}
 
-kafka_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$root/scripts/kafka/pom.xml")
+pom_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$root/scripts/kafka/pom.xml")
+kafka_version=${EDDY_KAFKA_VERSION:-$pom_version}
 registry_version=$(sed -n 's:^\s*github.com/axonops/axonops-schema-registry \(v[^ ]*\).*:\1:p' "$root/tools/go.mod")
 libs=$cache/kafka-$kafka_version/libs
 registry_bin=$cache/bin/schema-registry-$registry_version
@@ -44,6 +52,21 @@ log() { printf 'kafka.sh: %s\n' "$*" >&2; }
 alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# The cluster's size: what was started (recorded), else the setting.
+nodes() {
+	if [[ -f $services/kafka.nodes ]]; then cat "$services/kafka.nodes"; else echo "${EDDY_KAFKA_NODES:-1}"; fi
+}
+broker_port() { echo $((base_port + 2 * ($1 - 1))); }
+controller_port() { echo $((base_port + 2 * ($1 - 1) + 1)); }
+pidfile() { echo "$services/kafka-$1.pid"; }
+datadir() { echo "$services/kafka-data/node-$1"; }
+
+bootstrap() {
+	local n out=
+	for n in $(seq 1 "$(nodes)"); do out+=${out:+,}127.0.0.1:$(broker_port "$n"); done
+	echo "$out"
+}
 
 kafka_classpath() { echo "$libs/*"; }
 
@@ -55,7 +78,7 @@ fetch_kafka() {
 	rm -rf "$tmp"
 	mkdir -p "$tmp"
 	mvn -q -B -Dstyle.color=never -f "$root/scripts/kafka/pom.xml" dependency:copy-dependencies \
-		-DincludeScope=runtime -DoutputDirectory="$tmp" >&2
+		-Dkafka.version="$kafka_version" -DincludeScope=runtime -DoutputDirectory="$tmp" >&2
 	# kafka_2.13 brings slf4j-api 1.7 transitively; the log4j2 binding needs 2.x.
 	find "$tmp" -name 'slf4j-api-1.*.jar' -delete
 	touch "$tmp/.complete"
@@ -72,8 +95,12 @@ build_registry() {
 	mv "$registry_bin.tmp.$$" "$registry_bin"
 }
 
+node_ready() { alive "$(pidfile "$1")" && port_open "$(broker_port "$1")"; }
+
 kafka_ready() {
-	alive "$services/kafka.pid" && port_open "$kafka_port"
+	local n
+	[[ -f $services/kafka.nodes ]] || return 1
+	for n in $(seq 1 "$(nodes)"); do node_ready "$n" || return 1; done
 }
 
 registry_ready() {
@@ -81,74 +108,153 @@ registry_ready() {
 		curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$registry_port/subjects" 2>/dev/null
 }
 
-start_kafka() {
-	if kafka_ready; then
-		log "Kafka already running (pid $(cat "$services/kafka.pid"))"
-		return
-	fi
-	if port_open "$kafka_port"; then
-		log "port $kafka_port is in use by another process; set EDDY_KAFKA_PORT"
-		exit 1
-	fi
-	fetch_kafka
-	local data
-	data=$(mktemp -d "${TMPDIR:-/tmp}/eddy-kafka-data.XXXXXX")
-	echo "$data" >"$services/kafka.data"
+java_opts() {
+	local heap=${EDDY_KAFKA_HEAP:-1g}
+	[[ $(nodes) -gt 1 && -z ${EDDY_KAFKA_HEAP:-} ]] && heap=512m
+	echo -Xms128m "-Xmx$heap" -XX:+UseG1GC -Djava.awt.headless=true \
+		"-Dlog4j2.configurationFile=$root/scripts/kafka/log4j2.properties" "-Deddy.kafka.log=$services/kafka-$1.log"
+}
+
+# write_config writes node n's server.properties into its data directory.
+write_config() {
+	local n=$1 count data voters= i rf=1 isr=1
+	count=$(nodes)
+	data=$(datadir "$n")
+	for i in $(seq 1 "$count"); do voters+=${voters:+,}$i@127.0.0.1:$(controller_port "$i"); done
+	if [[ $count -gt 1 ]]; then rf=3 isr=2; fi
+	mkdir -p "$data"
 	cat >"$data/server.properties" <<EOF
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$controller_port
-listeners=PLAINTEXT://127.0.0.1:$kafka_port,CONTROLLER://127.0.0.1:$controller_port
-advertised.listeners=PLAINTEXT://127.0.0.1:$kafka_port
+node.id=$n
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n"),CONTROLLER://127.0.0.1:$(controller_port "$n")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n")
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 log.dirs=$data/logs
 num.partitions=1
-default.replication.factor=1
-min.insync.replicas=1
-offsets.topic.replication.factor=1
+default.replication.factor=$rf
+min.insync.replicas=$isr
+offsets.topic.replication.factor=$rf
 offsets.topic.num.partitions=8
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$isr
 transaction.state.log.num.partitions=8
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=$isr
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 delete.topic.enable=true
 log.cleaner.backoff.ms=1000
 EOF
-	local java_opts=(-Xms256m "-Xmx$heap" -XX:+UseG1GC -Djava.awt.headless=true
-		"-Dlog4j2.configurationFile=$root/scripts/kafka/log4j2.properties"
-		"-Deddy.kafka.log=$services/kafka.log")
-	java "${java_opts[@]}" -cp "$(kafka_classpath)" kafka.tools.StorageTool format \
-		-t "$(java -cp "$(kafka_classpath)" kafka.tools.StorageTool random-uuid 2>/dev/null)" \
-		-c "$data/server.properties" >"$services/kafka-format.log" 2>&1 ||
-		{ cat "$services/kafka-format.log" >&2; exit 1; }
-	nohup java "${java_opts[@]}" -cp "$(kafka_classpath)" kafka.Kafka "$data/server.properties" \
-		>"$services/kafka.out" 2>&1 &
-	echo $! >"$services/kafka.pid"
-	log "Kafka $kafka_version starting (pid $!, log $services/kafka.log)"
-	local i
-	for i in $(seq 1 120); do
-		if port_open "$kafka_port"; then break; fi
-		if ! alive "$services/kafka.pid"; then
-			log "Kafka exited; last lines of its log:"
-			tail -n 30 "$services/kafka.out" "$services/kafka.log" >&2 2>/dev/null || true
+}
+
+# launch starts node n's JVM on its (formatted) data directory.
+launch() {
+	local n=$1
+	# shellcheck disable=SC2046
+	nohup java $(java_opts "$n") -cp "$(kafka_classpath)" kafka.Kafka "$(datadir "$n")/server.properties" \
+		>"$services/kafka-$n.out" 2>&1 &
+	echo $! >"$(pidfile "$n")"
+	log "Kafka $kafka_version node $n starting (pid $!, port $(broker_port "$n"), log $services/kafka-$n.log)"
+}
+
+# wait_port waits until node n's broker port answers.
+wait_port() {
+	local n=$1 i
+	for i in $(seq 1 240); do
+		if port_open "$(broker_port "$n")"; then return 0; fi
+		if ! alive "$(pidfile "$n")"; then
+			log "Kafka node $n exited; last lines of its log:"
+			tail -n 30 "$services/kafka-$n.out" "$services/kafka-$n.log" >&2 2>/dev/null || true
 			exit 1
 		fi
-		sleep 0.5
+		sleep 0.25
 	done
-	# The port answering is not enough: wait until a metadata request succeeds.
-	if ! java -cp "$(kafka_classpath)" "-Dlog4j2.configurationFile=$root/scripts/kafka/log4j2.properties" \
-		"-Deddy.kafka.log=$services/kafka-tools.log" \
-		org.apache.kafka.tools.TopicCommand --bootstrap-server "127.0.0.1:$kafka_port" --list \
-		>/dev/null 2>"$services/kafka-tools.err"; then
-		log "Kafka did not answer a metadata request:"
-		cat "$services/kafka-tools.err" >&2
-		exit 1
+	log "Kafka node $n did not open its port within 60s"
+	exit 1
+}
+
+# wait_metadata waits until the cluster answers a metadata request.
+wait_metadata() {
+	local i
+	for i in $(seq 1 60); do
+		if java -cp "$(kafka_classpath)" "-Dlog4j2.configurationFile=$root/scripts/kafka/log4j2.properties" \
+			"-Deddy.kafka.log=$services/kafka-tools.log" \
+			org.apache.kafka.tools.TopicCommand --bootstrap-server "$(bootstrap)" --list \
+			>/dev/null 2>"$services/kafka-tools.err"; then
+			return 0
+		fi
+		sleep 1
+	done
+	log "Kafka did not answer a metadata request:"
+	cat "$services/kafka-tools.err" >&2
+	exit 1
+}
+
+start_kafka() {
+	if kafka_ready; then
+		log "Kafka already running ($(bootstrap))"
+		return
 	fi
+	local n count=${EDDY_KAFKA_NODES:-1}
+	for n in $(seq 1 "$count"); do
+		for p in $((base_port + 2 * (n - 1))) $((base_port + 2 * (n - 1) + 1)); do
+			if port_open "$p"; then
+				log "port $p is in use by another process; set EDDY_KAFKA_PORT"
+				exit 1
+			fi
+		done
+	done
+	fetch_kafka
+	rm -rf "$services/kafka-data"
+	echo "$count" >"$services/kafka.nodes"
+	local cluster_id
+	cluster_id=$(java -cp "$(kafka_classpath)" kafka.tools.StorageTool random-uuid 2>/dev/null)
+	for n in $(seq 1 "$count"); do
+		write_config "$n"
+		# shellcheck disable=SC2046
+		java $(java_opts "$n") -cp "$(kafka_classpath)" kafka.tools.StorageTool format \
+			-t "$cluster_id" -c "$(datadir "$n")/server.properties" >"$services/kafka-format-$n.log" 2>&1 ||
+			{ cat "$services/kafka-format-$n.log" >&2; exit 1; }
+	done
+	for n in $(seq 1 "$count"); do launch "$n"; done
+	for n in $(seq 1 "$count"); do wait_port "$n"; done
+	# The port answering is not enough: wait until a metadata request succeeds.
+	wait_metadata
+}
+
+kill_node() {
+	local n=$1 pid
+	if ! alive "$(pidfile "$n")"; then
+		log "Kafka node $n is not running"
+		return
+	fi
+	pid=$(cat "$(pidfile "$n")")
+	kill -9 "$pid"
+	while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+	rm -f "$(pidfile "$n")"
+	log "Kafka node $n killed (SIGKILL); its data stays in $(datadir "$n")"
+}
+
+restart_node() {
+	local n=$1
+	if node_ready "$n"; then
+		log "Kafka node $n already running"
+		return
+	fi
+	[[ -f $(datadir "$n")/server.properties ]] || { log "node $n has no data directory: start the cluster first"; exit 1; }
+	launch "$n"
+	wait_port "$n"
+}
+
+# leader prints the node id leading a topic partition.
+leader() {
+	java -cp "$(kafka_classpath)" "-Dlog4j2.configurationFile=$root/scripts/kafka/log4j2.properties" \
+		"-Deddy.kafka.log=$services/kafka-tools.log" \
+		org.apache.kafka.tools.TopicCommand --bootstrap-server "$(bootstrap)" --describe --topic "$1" 2>/dev/null |
+		awk -v p="$2" '{ for (i = 1; i < NF; i++) { if ($i == "Partition:") part = $(i+1); if ($i == "Leader:" && part == p) { print $(i+1); exit } } }'
 }
 
 start_registry() {
@@ -181,7 +287,7 @@ start_registry() {
 }
 
 stop_one() {
-	local name=$1 pidfile=$services/$1.pid
+	local name=$1 pidfile=$2
 	if ! alive "$pidfile"; then
 		rm -f "$pidfile"
 		return
@@ -203,36 +309,51 @@ stop_one() {
 }
 
 print_env() {
-	echo "export EDDY_KAFKA_BOOTSTRAP=127.0.0.1:$kafka_port"
+	echo "export EDDY_KAFKA_BOOTSTRAP=$(bootstrap)"
 	echo "export EDDY_SCHEMA_REGISTRY_URL=http://127.0.0.1:$registry_port"
 }
 
 case ${1:-} in
 start)
 	mkdir -p "$services"
-	start_kafka
-	start_registry
-	echo "Kafka bootstrap servers: 127.0.0.1:$kafka_port"
-	echo "Schema registry URL:     http://127.0.0.1:$registry_port"
+	what=${2:-all}
+	if [[ $what == all || $what == kafka ]]; then start_kafka; fi
+	if [[ $what == all || $what == registry ]]; then start_registry; fi
+	if [[ $what == all || $what == kafka ]]; then echo "Kafka bootstrap servers: $(bootstrap)"; fi
+	if [[ $what == all || $what == registry ]]; then echo "Schema registry URL:     http://127.0.0.1:$registry_port"; fi
 	;;
 stop)
-	stop_one registry
-	stop_one kafka
-	if [[ -f $services/kafka.data ]]; then
-		rm -rf "$(cat "$services/kafka.data")" "$services/kafka.data"
+	stop_one registry "$services/registry.pid"
+	if [[ -f $services/kafka.nodes ]]; then
+		# Signal every node first: a controller quorum left without a
+		# majority would hold the last nodes' shutdown.
+		for n in $(seq 1 "$(nodes)"); do
+			alive "$(pidfile "$n")" && kill "$(cat "$(pidfile "$n")")" 2>/dev/null || true
+		done
+		for n in $(seq 1 "$(nodes)"); do stop_one "kafka node $n" "$(pidfile "$n")"; done
 	fi
+	rm -rf "$services/kafka-data" "$services/kafka.nodes"
 	;;
 status)
 	ok=0
-	if kafka_ready; then echo "Kafka: running on 127.0.0.1:$kafka_port (pid $(cat "$services/kafka.pid"), log $services/kafka.log)"; else echo "Kafka: not running"; ok=1; fi
+	if kafka_ready; then echo "Kafka: running on $(bootstrap) (logs $services/kafka-*.log)"; else echo "Kafka: not running"; ok=1; fi
 	if registry_ready; then echo "schema registry: running on http://127.0.0.1:$registry_port (pid $(cat "$services/registry.pid"))"; else echo "schema registry: not running"; ok=1; fi
 	exit $ok
 	;;
 env)
 	print_env
 	;;
+kill)
+	kill_node "${2:?usage: $0 kill NODE}"
+	;;
+restart)
+	restart_node "${2:?usage: $0 restart NODE}"
+	;;
+leader)
+	leader "${2:?usage: $0 leader TOPIC PARTITION}" "${3:?usage: $0 leader TOPIC PARTITION}"
+	;;
 *)
-	echo "usage: $0 start|stop|status|env" >&2
+	echo "usage: $0 start [kafka|registry]|stop|status|env|kill NODE|restart NODE|leader TOPIC PARTITION" >&2
 	exit 2
 	;;
 esac

@@ -71,6 +71,9 @@ type App struct {
 	subPartitions map[int]int32
 	directory     *directory // nil without ApplicationServer
 
+	// startup says whether the brokers answered Run's start-up calls.
+	startup engine.Health
+
 	// storeMu is held (read) by interactive queries while they read the
 	// state store, and (write) while it closes.
 	storeMu sync.RWMutex
@@ -199,10 +202,19 @@ func (a *App) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("streams: creating admin client: %w", err)
 	}
 	defer admin.Close()
-	tctx, tcancel := context.WithTimeout(ctx, 60*time.Second)
-	topics, err := engine.PrepareTopics(tctx, admin, a.prog, a.cfg.ApplicationID, a.cfg.ReplicationFactor)
-	tcancel()
+	// The brokers may not be reachable yet: start-up calls are retried
+	// (and reported in /readyz) until they are, or the app is stopped.
+	var topics *engine.Topics
+	err = engine.Retry(ctx, &a.startup, a.log, "preparing topics", func() (err error) {
+		tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
+		defer tcancel()
+		topics, err = engine.PrepareTopics(tctx, admin, a.prog, a.cfg.ApplicationID, a.cfg.ReplicationFactor)
+		return err
+	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting for the brokers
+		}
 		return err
 	}
 	subParts := map[int]int32{}
@@ -269,6 +281,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		OnState:            a.onThreadState,
 		NewConsumer:        kclient.NewConsumer,
 		NewProducer:        kclient.NewProducer,
+		NewAdmin:           func() (kclient.Admin, error) { return kclient.NewAdmin(a.clientConfig(a.adminConfig())) },
 	}
 	// Global tables are read in full before any thread processes.
 	globals := engine.NewGlobalReader(ecfg)

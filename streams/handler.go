@@ -24,8 +24,10 @@ const forwardedHeader = "X-Eddy-Forwarded-By"
 // Handler returns the app's admin endpoint, for a service to mount on its
 // own mux (under a prefix with http.StripPrefix if it likes):
 //
-//	GET /healthz                   200 while the app has no fatal error, else 503
-//	GET /readyz                    200 while Running (assigned, restored), else 503
+//	GET /healthz                   200 while the app has no fatal error, else 503;
+//	                               "brokers" says when they are unreachable
+//	GET /readyz                    200 while Running (assigned, restored) and the
+//	                               brokers answer, else 503 with the reason
 //	GET /metrics                   the app's Prometheus metrics
 //	GET /topology                  the topology as Describe prints it;
 //	                               ?format=mermaid for a Mermaid flowchart
@@ -71,16 +73,28 @@ func (a *App) serveHealth(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "failed", "state": state.String(), "error": msg})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "state": state.String()})
+	// Unreachable brokers do not make the app unhealthy: it heals by
+	// itself when they are back, and restarting it would not help.
+	body := map[string]string{"status": "ok", "state": state.String()}
+	if down, since, cause := a.brokersUnreachable(); down {
+		body["brokers"] = fmt.Sprintf("unreachable since %s (%s ago): %s; retrying", since.UTC().Format(time.RFC3339), time.Since(since).Round(time.Second), cause)
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (a *App) serveReady(w http.ResponseWriter, _ *http.Request) {
 	state := a.State()
 	status := http.StatusOK
+	body := map[string]any{"ready": state == Running, "state": state.String()}
 	if state != Running {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, map[string]any{"ready": state == Running, "state": state.String()})
+	if down, since, cause := a.brokersUnreachable(); down {
+		status = http.StatusServiceUnavailable
+		body["ready"] = false
+		body["reason"] = fmt.Sprintf("brokers unreachable since %s (%s ago): %s; retrying", since.UTC().Format(time.RFC3339), time.Since(since).Round(time.Second), cause)
+	}
+	writeJSON(w, status, body)
 }
 
 func (a *App) serveTopology(w http.ResponseWriter, r *http.Request) {

@@ -3,6 +3,7 @@ package streams
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -15,7 +16,7 @@ import (
 // eddy_end_to_end_latency_seconds, eddy_commit_duration_seconds), these
 // are read from the threads when scraped.
 type descs struct {
-	descState, descCommits, descAborts, descRebalances, descRestored, descRestoreRate, descRemaining, descProcessed, descSkipped, descDLQ, descLate, descCacheHits, descCacheMiss, descCacheRatio, descLag, descStreamTime, descStoreBytes, descDiskBytes, descGlobalApp, descGlobalSkip *prometheus.Desc
+	descState, descCommits, descAborts, descRebalances, descRestored, descRestoreRate, descRemaining, descProcessed, descSkipped, descDLQ, descLate, descCacheHits, descCacheMiss, descCacheRatio, descLag, descStreamTime, descStoreBytes, descDiskBytes, descGlobalApp, descGlobalSkip, descUnreachable *prometheus.Desc
 }
 
 func newDescs(constLabels prometheus.Labels) *descs {
@@ -43,6 +44,7 @@ func newDescs(constLabels prometheus.Labels) *descs {
 		descDiskBytes:   mk("eddy_state_disk_bytes", "Bytes the instance's Pebble state takes on disk."),
 		descGlobalApp:   mk("eddy_global_records_applied_total", "Records applied to global stores."),
 		descGlobalSkip:  mk("eddy_global_records_skipped_total", "Bad records skipped by global stores (each logged)."),
+		descUnreachable: mk("eddy_brokers_unreachable", "1 while calls to the brokers fail and are being retried (the app heals by itself when they are back), else 0."),
 	}
 }
 
@@ -56,7 +58,7 @@ type collector struct {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.descState, c.descCommits, c.descAborts, c.descRebalances, c.descRestored, c.descRestoreRate, c.descRemaining,
 		c.descProcessed, c.descSkipped, c.descDLQ, c.descLate, c.descCacheHits, c.descCacheMiss, c.descCacheRatio, c.descLag,
-		c.descStreamTime, c.descStoreBytes, c.descDiskBytes, c.descGlobalApp, c.descGlobalSkip} {
+		c.descStreamTime, c.descStoreBytes, c.descDiskBytes, c.descGlobalApp, c.descGlobalSkip, c.descUnreachable} {
 		ch <- d
 	}
 }
@@ -126,6 +128,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if a.pebble != nil {
 		send(c.descDiskBytes, prometheus.GaugeValue, float64(a.pebble.Metrics().DiskSpaceUsage()))
 	}
+	unreachable := 0.0
+	if down, _, _ := a.brokersUnreachableLocked(); down {
+		unreachable = 1
+	}
+	send(c.descUnreachable, prometheus.GaugeValue, unreachable)
 	if g := a.globals; g != nil {
 		send(c.descGlobalApp, prometheus.CounterValue, float64(g.Applied.Load()))
 		send(c.descGlobalSkip, prometheus.CounterValue, float64(g.Skipped.Load()))
@@ -174,4 +181,32 @@ func (a *App) registerMetrics() error {
 		}
 	}
 	return nil
+}
+
+// brokersUnreachableLocked reports whether a thread or the global reader is
+// retrying calls to unreachable brokers, since when (the earliest) and why.
+// a.mu is held.
+func (a *App) brokersUnreachableLocked() (bool, time.Time, string) {
+	var since time.Time
+	cause := ""
+	note := func(down bool, s time.Time, c string) {
+		if down && (since.IsZero() || s.Before(since)) {
+			since, cause = s, c
+		}
+	}
+	for _, th := range a.threads {
+		note(th.Health.Unreachable())
+	}
+	if a.globals != nil {
+		note(a.globals.Health.Unreachable())
+	}
+	note(a.startup.Unreachable())
+	return !since.IsZero(), since, cause
+}
+
+// brokersUnreachable is brokersUnreachableLocked for callers without a.mu.
+func (a *App) brokersUnreachable() (bool, time.Time, string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.brokersUnreachableLocked()
 }

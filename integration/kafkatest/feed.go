@@ -124,12 +124,22 @@ func Committed(t testing.TB, brokers, group, topic string) map[int32]int64 {
 		t.Fatalf("kafkatest: client for %s: %v", brokers, err)
 	}
 	defer cl.Close()
-	resp, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
-		t.Fatalf("kafkatest: committed offsets of group %s: %v", group, err)
+	// A group's coordinator may still be loading (a new cluster, a broker
+	// that just restarted): retry until Timeout.
+	var resp kadm.OffsetResponses
+	for {
+		resp, err = kadm.NewClient(cl).FetchOffsets(ctx, group)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("kafkatest: committed offsets of group %s: %v", group, err)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	out := map[int32]int64{}
 	resp.Each(func(o kadm.OffsetResponse) {

@@ -68,9 +68,9 @@ func admin(t testing.TB, brokers string) *kadm.Client {
 	return kadm.NewClient(Client(t, brokers))
 }
 
-// CreateTopic creates topic with the given partition count, replication
-// factor 1 and topic configs (nil for the broker's defaults), and waits until
-// its metadata is visible.
+// CreateTopic creates topic with the given partition count, the broker's
+// default replication factor and topic configs (nil for the broker's
+// defaults), and waits until its metadata is visible.
 func CreateTopic(t testing.TB, brokers, topic string, partitions int32, configs map[string]string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
@@ -80,7 +80,7 @@ func CreateTopic(t testing.TB, brokers, topic string, partitions int32, configs 
 	for k, v := range configs {
 		cfg[k] = &v
 	}
-	resp, err := adm.CreateTopic(ctx, partitions, 1, cfg, topic)
+	resp, err := adm.CreateTopic(ctx, partitions, -1, cfg, topic)
 	if err == nil {
 		err = resp.Err
 	}

@@ -67,7 +67,7 @@ func (th *Thread) commit() error {
 	if !th.dirty && !th.guarantee.pending() && len(offsets) == 0 {
 		return nil // nothing new; positions past transaction markers are committed too
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := th.callCtx()
 	defer cancel()
 	ends, err := th.guarantee.commit(ctx, offsets, th.offsetMeta(offsets))
 	if err != nil {
@@ -93,6 +93,7 @@ func (th *Thread) commit() error {
 		}
 	}
 	th.dirty = false
+	th.Health.up(th.log)
 	th.Stats.Commits.Add(1)
 	th.Stats.CommitNanos.Add(time.Since(start).Nanoseconds())
 	if m := th.cfg.Metrics; m != nil {
@@ -175,7 +176,11 @@ func (th *Thread) maybePurge() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := th.cfg.Admin.DeleteRecords(ctx, before); err != nil {
+	adm, err := th.admin()
+	if err == nil {
+		err = adm.DeleteRecords(ctx, before)
+	}
+	if err != nil {
 		th.log.Warn("purging repartition topics", zap.Error(err))
 	}
 }
@@ -201,4 +206,13 @@ func (th *Thread) offsetMeta(offsets map[kclient.TP]int64) map[kclient.TP]string
 		}
 	}
 	return meta
+}
+
+// callCtx bounds a call to the brokers: while the thread runs, only by the
+// thread stopping (an outage is waited out); once it stops, by a minute.
+func (th *Thread) callCtx() (context.Context, context.CancelFunc) {
+	if th.ctx.Err() == nil {
+		return context.WithCancel(th.ctx)
+	}
+	return context.WithTimeout(context.Background(), time.Minute)
 }

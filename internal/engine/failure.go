@@ -20,9 +20,17 @@ import (
 //     fatal librdkafka error; a fatal *kclient.TxnError) ends the group
 //     session: tasks close without committing and the thread rejoins with a
 //     new consumer and producer (errRejoin).
+//   - A call to the brokers that fails with a transient error (no broker
+//     reachable, a leader moving, a coordinator loading, a timeout) is
+//     retried with backoff until it works or the thread stops (health.go):
+//     an outage is waited out, however long, and never ends the app.
 //   - A failed commit under exactly-once aborts the transaction and rewinds
-//     to the last commit (abortAndRewind); under at-least-once a failed
-//     offset commit is only logged (the records are processed again).
+//     to the last commit (abortAndRewind); so does, under at-least-once, a
+//     record whose delivery failed transiently (it timed out while the
+//     brokers were away): the records since the last commit are processed
+//     again. A failed at-least-once offset commit is only logged.
+//   - A producer fenced again and again (another instance with the same
+//     process id) stops the app after ten fresh starts in five minutes.
 //   - Anything else stops the app: Run returns it.
 
 // errRejoin ends a thread's group session so it starts a new one with new
@@ -52,6 +60,9 @@ func (th *Thread) commitFailed(err error) error {
 		return fmt.Errorf("%w: %v", errRejoin, err)
 	case th.cfg.ExactlyOnce:
 		th.log.Warn("transaction failed; aborting", zap.Error(err))
+		return th.abortAndRewind(err)
+	case kclient.IsTransient(err):
+		th.log.Warn("records not delivered; processing again from the last commit", zap.Error(err))
 		return th.abortAndRewind(err)
 	}
 	return err

@@ -29,6 +29,8 @@ type GlobalReader struct {
 	// Applied counts records written to global stores; Skipped counts bad
 	// records (no key, or rejected by the table's serdes), each logged.
 	Applied, Skipped atomic.Int64
+	// Health says whether the brokers answer the reader.
+	Health Health
 }
 
 // NewGlobalReader returns a reader for cfg.Program's global stores.
@@ -65,7 +67,29 @@ func (g *GlobalReader) Bootstrap(ctx context.Context) (err error) {
 			tps = append(tps, kclient.TP{Topic: gs.Topic, Partition: p})
 		}
 	}
-	start, end, err := g.cfg.Admin.Offsets(ctx, tps, g.cfg.ExactlyOnce)
+	var start, end map[kclient.TP]int64
+	var adm kclient.Admin
+	defer func() {
+		if adm != nil {
+			adm.Close()
+		}
+	}()
+	err = retry(ctx, &g.Health, g.log, "reading global topics' offsets", func() (err error) {
+		if adm == nil {
+			if adm, err = g.cfg.NewAdmin(); err != nil {
+				return err
+			}
+		}
+		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		start, end, err = adm.Offsets(octx, tps, g.cfg.ExactlyOnce)
+		return err
+	}, func(n int) {
+		if n%3 == 0 {
+			adm.Close()
+			adm = nil
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("reading global topics' offsets: %w", err)
 	}
@@ -130,10 +154,15 @@ func (g *GlobalReader) Bootstrap(ctx context.Context) (err error) {
 			return err
 		}
 		r, err := c.Poll(100 * time.Millisecond)
+		if err != nil && kclient.IsTransient(err) {
+			g.Health.down(g.log, "reading global topics", err)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("reading global topics: %w", err)
 		}
 		if r != nil {
+			g.Health.up(g.log)
 			read++
 			tp := kclient.TP{Topic: r.Topic, Partition: r.Partition}
 			g.add(r)
@@ -219,14 +248,40 @@ func (g *GlobalReader) Run(ctx context.Context) error {
 		return nil
 	}
 	defer g.consumer.Close()
+	var adm kclient.Admin
+	defer func() {
+		if adm != nil {
+			adm.Close()
+		}
+	}()
+	admin := func() (kclient.Admin, error) {
+		var err error
+		if adm == nil {
+			adm, err = g.cfg.NewAdmin()
+		}
+		return adm, err
+	}
+	var topics []string
+	for t := range g.byTopic {
+		topics = append(topics, t)
+	}
+	var lastProbe time.Time
 	last := time.Now()
 	buffered := 0
 	for ctx.Err() == nil {
+		probe(&g.Health, g.log, &lastProbe, admin, topics)
 		r, err := g.consumer.Poll(50 * time.Millisecond)
+		if err != nil && kclient.IsTransient(err) {
+			g.Health.down(g.log, "following global topics", err)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("reading global topics: %w", err)
 		}
 		if r != nil {
+			if g.Health.isDown() {
+				g.Health.up(g.log)
+			}
 			g.add(r)
 			buffered++
 		}

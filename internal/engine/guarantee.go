@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/eddy-go/eddy/internal/kclient"
 )
@@ -32,9 +33,12 @@ type guarantee interface {
 	pending() bool
 }
 
-func newGuarantee(exactlyOnce bool, p kclient.Producer, c kclient.Consumer) guarantee {
+// retryFunc retries op while it fails with transient errors (health.go).
+type retryFunc func(ctx context.Context, what string, op func() error) error
+
+func newGuarantee(exactlyOnce bool, p kclient.Producer, c kclient.Consumer, retry retryFunc) guarantee {
 	if exactlyOnce {
-		return &exactlyOnceCommits{p: p, c: c}
+		return &exactlyOnceCommits{p: p, c: c, retry: retry}
 	}
 	return &atLeastOnceCommits{p: p, c: c}
 }
@@ -43,9 +47,10 @@ func newGuarantee(exactlyOnce bool, p kclient.Producer, c kclient.Consumer) guar
 // consumer's group metadata goes with the offsets, so a zombie's commit is
 // fenced).
 type exactlyOnceCommits struct {
-	p    kclient.Producer
-	c    kclient.Consumer
-	open bool
+	p     kclient.Producer
+	c     kclient.Consumer
+	retry retryFunc
+	open  bool
 }
 
 func (g *exactlyOnceCommits) beforeSend() error {
@@ -75,11 +80,17 @@ func (g *exactlyOnceCommits) commit(ctx context.Context, offsets map[kclient.TP]
 		if err != nil {
 			return nil, err
 		}
-		if err := g.p.SendOffsets(ctx, offsets, meta, gm); err != nil {
+		// A call that timed out (the coordinator unreachable) may be made
+		// again: librdkafka resumes it.
+		if err := g.retry(ctx, "sending offsets to the transaction", func() error {
+			return attempt(ctx, func(c context.Context) error { return g.p.SendOffsets(c, offsets, meta, gm) })
+		}); err != nil {
 			return nil, err
 		}
 	}
-	if err := g.p.CommitTransaction(ctx); err != nil {
+	if err := g.retry(ctx, "committing the transaction", func() error {
+		return attempt(ctx, g.p.CommitTransaction)
+	}); err != nil {
 		return nil, err
 	}
 	g.open = false
@@ -102,15 +113,21 @@ func (g *exactlyOnceCommits) abort(ctx context.Context) error {
 	if !g.open {
 		return nil
 	}
-	err := g.p.AbortTransaction(ctx)
+	err := g.retry(ctx, "aborting the transaction", func() error {
+		return attempt(ctx, g.p.AbortTransaction)
+	})
 	g.open = false
-	g.p.WaitDelivered(ctx) // reports of the aborted records: forget them
+	attempt(ctx, g.p.WaitDelivered) // reports of the aborted records: forget them
 	g.p.LastOffsets()
-	var te *kclient.TxnError
-	if err != nil && (!errors.As(err, &te) || te.Fatal) {
-		return err
-	}
-	return nil
+	return err
+}
+
+// attempt runs one attempt of a call with its own timeout: librdkafka's
+// transactional calls take one, and a call that ran out may be made again.
+func attempt(ctx context.Context, call func(context.Context) error) error {
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return call(c)
 }
 
 func (g *exactlyOnceCommits) pending() bool { return g.open }

@@ -96,6 +96,7 @@ func newRig(t *testing.T, cl *kclienttest.Cluster, prog *rt.Program, exactlyOnce
 		Partitions: topics.Partitions, Subscription: topics.Subscription,
 		WallClock:   func() int64 { return time.Now().UnixMilli() },
 		NewConsumer: cl.NewConsumer, NewProducer: cl.NewProducer,
+		NewAdmin: func() (kclient.Admin, error) { return cl.NewAdmin(), nil },
 	}
 	r := &rig{t: t, cl: cl, cfg: cfg}
 	cfg.OnState = func(_ int, s ThreadState) { r.state.Store(int32(s)) }

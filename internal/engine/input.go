@@ -63,14 +63,21 @@ func (th *Thread) poll() error {
 		r, err := th.consumer.Poll(timeout)
 		timeout = 0
 		if err != nil {
-			if errors.Is(err, kclient.ErrFatal) {
+			switch {
+			case errors.Is(err, kclient.ErrFatal):
 				return fmt.Errorf("%w: %v", errRejoin, err)
+			case kclient.IsTransient(err):
+				th.Health.down(th.log, "consuming", err)
+			default:
+				th.log.Warn("consumer error", zap.Error(err))
 			}
-			th.log.Warn("consumer error", zap.Error(err))
 			return nil
 		}
 		if r == nil || th.cbErr != nil {
 			return nil
+		}
+		if th.Health.isDown() {
+			th.Health.up(th.log)
 		}
 		p := th.parts[kclient.TP{Topic: r.Topic, Partition: r.Partition}]
 		if p == nil {

@@ -56,8 +56,12 @@ func (th *Thread) revoke(lost bool) {
 	}
 	if lost {
 		th.log.Warn("partitions lost; dropping uncommitted work")
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		th.dropUncommitted(ctx) // an unusable producer shows at the next call
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		if err := th.dropUncommitted(ctx); err != nil && th.cbErr == nil {
+			// The transaction could not be aborted: start over with a new
+			// producer (its InitTransactions aborts it).
+			th.cbErr = fmt.Errorf("%w: aborting the transaction of lost partitions: %v", errRejoin, err)
+		}
 		cancel()
 		th.closeTasksDirty()
 	} else {
@@ -112,8 +116,9 @@ func (th *Thread) closeTasksDirty() {
 // assign creates the tasks of the assigned partitions and starts restoring
 // their stores.
 func (th *Thread) assign(tps []kclient.TP) error {
-	ctx, cancel := context.WithTimeout(th.ctx, 120*time.Second)
-	defer cancel()
+	// No deadline: a broker outage is waited out (retried with backoff)
+	// until the thread stops.
+	ctx := th.ctx
 	// Committed offsets first: under read_committed this waits until any
 	// transaction of the partitions' previous owner is resolved, so the
 	// changelog ends read next are final (KIP-447).
@@ -175,18 +180,14 @@ func (th *Thread) assign(tps []kclient.TP) error {
 	return nil
 }
 
-func (th *Thread) committedOffsets(ctx context.Context, tps []kclient.TP) (map[kclient.TP]int64, map[kclient.TP]string, error) {
-	for {
-		c, meta, err := th.consumer.Committed(ctx, tps)
-		if err == nil {
-			return c, meta, nil
-		}
-		if ctx.Err() != nil {
-			return nil, nil, err
-		}
-		th.log.Info("committed offsets not available yet; retrying", zap.Error(err))
-		time.Sleep(200 * time.Millisecond)
-	}
+func (th *Thread) committedOffsets(ctx context.Context, tps []kclient.TP) (c map[kclient.TP]int64, meta map[kclient.TP]string, err error) {
+	err = th.retry(ctx, "reading committed offsets", func() error {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		c, meta, err = th.consumer.Committed(cctx, tps)
+		return err
+	})
+	return c, meta, err
 }
 
 func (th *Thread) resolved(topic string) string {
@@ -217,7 +218,7 @@ func (th *Thread) shutdown() error {
 // committed stores, partitions rewound to the committed offsets.
 func (th *Thread) abortAndRewind(cause error) error {
 	th.Stats.Aborts.Add(1)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := th.callCtx()
 	err := th.dropUncommitted(ctx)
 	cancel()
 	if err != nil {

@@ -134,33 +134,40 @@ func (th *Thread) stableEnds(ctx context.Context, tps []kclient.TP) (start, end 
 	waitingSince := time.Now()
 	for {
 		var hwm map[kclient.TP]int64
-		start, end, err = th.cfg.Admin.Offsets(ctx, tps, true)
-		if err == nil {
-			_, hwm, err = th.cfg.Admin.Offsets(ctx, tps, false)
+		err = retry(ctx, &th.Health, th.log, "reading changelog end offsets", func() error {
+			adm, err := th.admin()
+			if err != nil {
+				return err
+			}
+			// Short attempts: a call stuck on a dead leader's metadata
+			// ends soon, and a client that keeps failing is replaced.
+			octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			start, end, err = adm.Offsets(octx, tps, true)
+			if err == nil {
+				_, hwm, err = adm.Offsets(octx, tps, false)
+			}
+			return err
+		}, th.resetAdmin)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading changelog end offsets: %w", err)
 		}
-		if err == nil {
-			pending := 0
-			for _, tp := range tps {
-				if end[tp] < hwm[tp] {
-					pending++
-				}
+		pending := 0
+		for _, tp := range tps {
+			if end[tp] < hwm[tp] {
+				pending++
 			}
-			if pending == 0 {
-				return start, end, nil
-			}
-			if time.Since(waitingSince) > 2*time.Second {
-				th.log.Info("waiting for transactions on changelogs to complete", zap.Int("partitions", pending))
-				waitingSince = time.Now()
-			}
-		} else {
-			th.log.Info("reading changelog offsets failed; retrying", zap.Error(err))
+		}
+		if pending == 0 {
+			return start, end, nil
+		}
+		if time.Since(waitingSince) > 2*time.Second {
+			th.log.Info("waiting for transactions on changelogs to complete", zap.Int("partitions", pending))
+			waitingSince = time.Now()
 		}
 		select {
 		case <-ctx.Done():
-			if err == nil {
-				err = ctx.Err()
-			}
-			return nil, nil, fmt.Errorf("reading changelog end offsets: %w", err)
+			return nil, nil, fmt.Errorf("reading changelog end offsets: %w", ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -192,6 +199,10 @@ func (th *Thread) restoreStep() error {
 	for time.Now().Before(deadline) {
 		r, err := th.restorer.Poll(20 * time.Millisecond)
 		if err != nil {
+			if kclient.IsTransient(err) {
+				th.Health.down(th.log, "reading changelogs", err)
+				break
+			}
 			return fmt.Errorf("restoring: %w", err)
 		}
 		if r == nil {

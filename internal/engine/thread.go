@@ -39,6 +39,7 @@ type Thread struct {
 	consumer kclient.Consumer
 	producer kclient.Producer
 	restorer kclient.Consumer
+	adm      kclient.Admin // the thread's own; see admin()
 	// guarantee wraps the producer and consumer in what the processing
 	// guarantee does around the records sent between commits.
 	guarantee guarantee
@@ -61,6 +62,7 @@ type Thread struct {
 	written    map[kclient.TP]changelogRef
 	lastCommit time.Time
 	lastPurge  time.Time
+	lastProbe  time.Time
 	state      ThreadState
 	cbErr      error // an error inside the rebalance callback
 
@@ -73,7 +75,9 @@ type Thread struct {
 	restoreAssign  bool
 	restoreLogTime time.Time
 
-	Stats     ThreadStats
+	Stats ThreadStats
+	// Health says whether the brokers answer this thread (health.go).
+	Health    Health
 	snapshots snapshotter
 	produced  map[string]prometheus.Counter // by topic, when metrics are on
 }
@@ -100,12 +104,33 @@ func (th *Thread) setState(s ThreadState) {
 func (th *Thread) Run(ctx context.Context) error {
 	th.ctx = ctx
 	th.setState(ThreadStarting)
+	defer func() {
+		if th.adm != nil {
+			th.adm.Close()
+			th.adm = nil
+		}
+	}()
+	var rejoins []time.Time
 	for {
 		err := th.session(ctx)
 		switch {
-		case errors.Is(err, errRejoin):
+		case errors.Is(err, errRejoin) && ctx.Err() == nil:
+			// A producer fenced again and again means another instance
+			// uses this one's transactional ids: stop rather than fight.
+			rejoins = append(rejoins, time.Now())
+			for len(rejoins) > 0 && time.Since(rejoins[0]) > 5*time.Minute {
+				rejoins = rejoins[1:]
+			}
+			if len(rejoins) >= 10 {
+				th.setState(ThreadFailed)
+				return fmt.Errorf("engine: stream thread %d had to start over with new clients %d times in 5 minutes (is another instance running with process id %q?): %w",
+					th.idx, len(rejoins), th.cfg.ProcessID, err)
+			}
 			th.log.Warn("rejoining the group with a new consumer and producer", zap.Error(err))
 			continue
+		case errors.Is(err, errRejoin):
+			th.setState(ThreadStopped)
+			return nil
 		case err != nil:
 			th.setState(ThreadFailed)
 			return err
@@ -154,7 +179,7 @@ func (th *Thread) session(ctx context.Context) (err error) {
 		th.producer.Close()
 		return fmt.Errorf("creating consumer: %w", err)
 	}
-	th.guarantee = newGuarantee(th.cfg.ExactlyOnce, th.producer, th.consumer)
+	th.guarantee = newGuarantee(th.cfg.ExactlyOnce, th.producer, th.consumer, th.retry)
 	clean := false
 	defer func() {
 		if !clean {
@@ -171,10 +196,15 @@ func (th *Thread) session(ctx context.Context) (err error) {
 		th.producer.Close()
 	}()
 	if th.cfg.ExactlyOnce {
-		ictx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		err := th.producer.InitTransactions(ictx)
-		cancel()
+		err := th.retry(ctx, "initializing transactions", func() error {
+			ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			return th.producer.InitTransactions(ictx)
+		})
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
 			return fmt.Errorf("initializing transactions for %s: %w", th.transactionalID(), err)
 		}
 	}
@@ -216,8 +246,14 @@ func (th *Thread) step() error {
 		return rejoinIfFatal(err)
 	}
 	th.snapshot(false)
+	probe(&th.Health, th.log, &th.lastProbe, th.admin, th.cfg.Subscription)
 	if time.Since(th.lastCommit) >= th.cfg.CommitInterval {
-		return th.commit()
+		if err := th.commit(); err != nil {
+			if th.ctx.Err() != nil {
+				return nil // stopping while the commit waited: shutdown decides
+			}
+			return err
+		}
 	}
 	return nil
 }

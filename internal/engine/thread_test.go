@@ -316,3 +316,68 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A broker outage is waited out: while every call fails transiently, the
+// thread retries (reporting the brokers unreachable) and goes on exactly
+// when they are back — under each guarantee, while committing, restoring
+// or idle.
+func TestBrokerOutageIsWaitedOut(t *testing.T) {
+	for _, eos := range []bool{true, false} {
+		t.Run(fmt.Sprintf("exactly_once=%v", eos), func(t *testing.T) {
+			cl := kclienttest.NewCluster()
+			r := newRig(t, cl, countTopology(t, nil), eos, "")
+			want := feed(cl, 0, 100, 5)
+			run := r.start()
+			wait(t, "a first commit", func() bool { return caughtUp(cl) })
+			cl.SetDown(true)
+			more := feed(cl, 100, 100, 5)
+			for k, n := range more {
+				want[k] += n
+			}
+			wait(t, "the thread to see the outage", func() bool { down, _, _ := run.th.Health.Unreachable(); return down })
+			calls := cl.Calls("Poll")
+			wait(t, "the thread to keep retrying", func() bool { return cl.Calls("Poll") > calls+10 })
+			cl.SetDown(false)
+			wait(t, "the group to commit all input", func() bool { return caughtUp(cl) })
+			wait(t, "the thread to see the brokers back", func() bool { down, _, _ := run.th.Health.Unreachable(); return !down })
+			if err := run.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			exactSequences(t, outputs(t, cl, true), want)
+		})
+	}
+}
+
+// An outage while a task restores (and while the thread rejoins after a
+// lost assignment) is waited out too.
+func TestBrokerOutageDuringRestore(t *testing.T) {
+	cl := kclienttest.NewCluster()
+	prog := countTopology(t, nil)
+	r := newRig(t, cl, prog, true, "")
+	feed(cl, 0, 100, 5)
+	run := r.start()
+	wait(t, "the group to commit all input", func() bool { return caughtUp(cl) })
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	// A new instance with no state must restore; the brokers go away as it
+	// starts and come back once it is stuck retrying.
+	r2 := newRig(t, cl, prog, true, t.TempDir())
+	cl.SetDown(true)
+	run2 := r2.start()
+	wait(t, "the thread to see the outage", func() bool { down, _, _ := run2.th.Health.Unreachable(); return down })
+	calls := cl.Calls("Subscribe") + cl.Calls("Committed") + cl.Calls("Offsets")
+	wait(t, "retries", func() bool {
+		return cl.Calls("Subscribe")+cl.Calls("Committed")+cl.Calls("Offsets") > calls+3 || cl.Calls("Poll") > 50
+	})
+	cl.SetDown(false)
+	feed(cl, 100, 50, 5)
+	wait(t, "the group to commit all input", func() bool { return caughtUp(cl) })
+	if err := run2.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := run2.th.Stats.RestoredRecords.Load(); n != 100 {
+		t.Fatalf("restored %d records, want 100", n)
+	}
+	exactSequences(t, outputs(t, cl, true), counts(0, 150, 5))
+}

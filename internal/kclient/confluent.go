@@ -112,7 +112,10 @@ func (c *consumer) Poll(timeout time.Duration) (*rt.RawRecord, error) {
 		if e.IsFatal() {
 			return nil, fmt.Errorf("%w: %v", ErrFatal, e)
 		}
-		return nil, nil // transient client errors: librdkafka retries on its own
+		if e.Code() == kafka.ErrAllBrokersDown {
+			return nil, ErrBrokersDown
+		}
+		return nil, nil // other client errors: librdkafka retries on its own
 	}
 	return nil, nil
 }
@@ -147,13 +150,13 @@ func (c *consumer) Committed(ctx context.Context, tps []TP) (map[TP]int64, map[T
 	}
 	res, err := c.c.Committed(ktps(tps), int(timeout.Milliseconds()))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, classify(err)
 	}
 	out := make(map[TP]int64, len(res))
 	meta := map[TP]string{}
 	for _, k := range res {
 		if k.Error != nil {
-			return nil, nil, k.Error
+			return nil, nil, classify(k.Error)
 		}
 		off := int64(k.Offset)
 		if k.Offset < 0 {
@@ -265,7 +268,7 @@ func (p *producer) drain() {
 		switch e := ev.(type) {
 		case *kafka.Message:
 			if e.TopicPartition.Error != nil {
-				err = fmt.Errorf("delivery to %s failed: %w", fromKTP(e.TopicPartition), e.TopicPartition.Error)
+				err = fmt.Errorf("delivery to %s failed: %w", fromKTP(e.TopicPartition), classify(e.TopicPartition.Error))
 			}
 			p.mu.Lock()
 			if err == nil {
@@ -383,9 +386,13 @@ func txnErr(op string, err error) error {
 	}
 	var kerr kafka.Error
 	if errors.As(err, &kerr) {
-		return &TxnError{Op: op, Abortable: kerr.TxnRequiresAbort(), Fatal: kerr.IsFatal(), Err: err}
+		// Abortable and fatal errors are never retried: the transaction
+		// (or the producer) is done for, whatever the cause.
+		abortable, fatal := kerr.TxnRequiresAbort(), kerr.IsFatal()
+		return &TxnError{Op: op, Abortable: abortable, Fatal: fatal,
+			Retriable: !abortable && !fatal && (kerr.IsRetriable() || kerr.IsTimeout() || transientCodes[kerr.Code()]), Err: err}
 	}
-	return &TxnError{Op: op, Err: err}
+	return &TxnError{Op: op, Retriable: errors.Is(err, context.DeadlineExceeded), Err: err}
 }
 
 func (p *producer) InitTransactions(ctx context.Context) error {
@@ -433,7 +440,7 @@ func NewAdmin(cfg Config) (Admin, error) {
 func (a *admin) Partitions(ctx context.Context, topics []string) (map[string]int32, error) {
 	md, err := a.a.GetMetadata(nil, true, deadlineMs(ctx))
 	if err != nil {
-		return nil, err
+		return nil, classify(err)
 	}
 	out := map[string]int32{}
 	for _, t := range topics {
@@ -461,7 +468,7 @@ func (a *admin) CreateTopics(ctx context.Context, specs []TopicSpec) error {
 	}
 	res, err := a.a.CreateTopics(ctx, ks, kafka.SetAdminOperationTimeout(30*time.Second))
 	if err != nil {
-		return err
+		return classify(err)
 	}
 	var errs []error
 	for _, r := range res {
@@ -487,12 +494,12 @@ func (a *admin) Offsets(ctx context.Context, tps []TP, readCommitted bool) (map[
 		}
 		res, err := a.a.ListOffsets(ctx, req, kafka.SetAdminIsolationLevel(iso))
 		if err != nil {
-			return nil, err
+			return nil, classify(err)
 		}
 		out := make(map[TP]int64, len(res.ResultInfos))
 		for k, info := range res.ResultInfos {
 			if info.Error.Code() != kafka.ErrNoError {
-				return nil, fmt.Errorf("listing offsets of %s: %v", fromKTP(k), info.Error)
+				return nil, fmt.Errorf("listing offsets of %s: %w", fromKTP(k), classify(info.Error))
 			}
 			out[fromKTP(k)] = int64(info.Offset)
 		}
@@ -517,7 +524,7 @@ func (a *admin) DeleteRecords(ctx context.Context, before map[TP]int64) error {
 		tps = append(tps, k)
 	}
 	_, err := a.a.DeleteRecords(ctx, tps)
-	return err
+	return classify(err)
 }
 
 func (a *admin) Close() { a.a.Close() }

@@ -112,7 +112,10 @@ type TxnError struct {
 	Abortable bool
 	// Fatal: the producer is unusable (fenced); make a new one.
 	Fatal bool
-	Err   error
+	// Retriable: the call timed out or could not reach the coordinator;
+	// calling it again is safe and may succeed.
+	Retriable bool
+	Err       error
 }
 
 func (e *TxnError) Error() string {
@@ -122,6 +125,8 @@ func (e *TxnError) Error() string {
 		kind = "fatal error"
 	case e.Abortable:
 		kind = "abortable error"
+	case e.Retriable:
+		kind = "retriable error"
 	}
 	return fmt.Sprintf("kafka: %s in %s: %v", kind, e.Op, e.Err)
 }

@@ -1,9 +1,10 @@
 // Command wcworker is one instance of an application under test, run as a
 // separate OS process by the integration tests so they can kill it with
-// SIGKILL: word count (default), or with -topology windowed, a per-key
-// count in tumbling windows of one second (grace 500ms) emitted once per
-// window when it closes, late records to -late. It logs JSON lines to
-// stderr and stops cleanly on SIGTERM.
+// SIGKILL: word count (default); with -topology windowed, a per-key count
+// in tumbling windows of one second (grace 500ms) emitted once per window
+// when it closes, late records to -late; with -topology sum, a running
+// count and sum of the integer values per key ("<count>:<sum>", caching
+// off). It logs JSON lines to stderr and stops cleanly on SIGTERM.
 package main
 
 import (
@@ -26,19 +27,20 @@ import (
 
 func main() {
 	var (
-		brokers   = flag.String("brokers", "", "bootstrap servers")
-		app       = flag.String("app", "", "application id")
-		input     = flag.String("input", "", "input topic")
-		output    = flag.String("output", "", "output topic")
-		state     = flag.String("state", "", "state directory")
-		guarantee = flag.String("guarantee", "exactly_once", "exactly_once or at_least_once")
-		cache     = flag.Bool("cache", true, "record cache on")
-		processID = flag.String("process-id", "", "process id (transactional ids)")
-		threads   = flag.Int("threads", 1, "stream threads")
-		commit    = flag.Duration("commit", 0, "commit interval (0: default)")
-		session   = flag.Int("session-timeout-ms", 6000, "consumer session timeout")
-		kind      = flag.String("topology", "wordcount", "wordcount or windowed")
-		late      = flag.String("late", "", "late-records topic (windowed)")
+		brokers    = flag.String("brokers", "", "bootstrap servers")
+		app        = flag.String("app", "", "application id")
+		input      = flag.String("input", "", "input topic")
+		output     = flag.String("output", "", "output topic")
+		state      = flag.String("state", "", "state directory")
+		guarantee  = flag.String("guarantee", "exactly_once", "exactly_once or at_least_once")
+		cache      = flag.Bool("cache", true, "record cache on")
+		processID  = flag.String("process-id", "", "process id (transactional ids)")
+		threads    = flag.Int("threads", 1, "stream threads")
+		commit     = flag.Duration("commit", 0, "commit interval (0: default)")
+		session    = flag.Int("session-timeout-ms", 6000, "consumer session timeout")
+		kind       = flag.String("topology", "wordcount", "wordcount or windowed")
+		late       = flag.String("late", "", "late-records topic (windowed)")
+		txnTimeout = flag.Duration("transaction-timeout", 0, "transaction.timeout.ms (0: eddy's default)")
 	)
 	flag.Parse()
 	log, _ := zap.NewProduction()
@@ -51,6 +53,8 @@ func main() {
 	switch *kind {
 	case "windowed":
 		windowed(b, *input, *output, *late)
+	case "sum":
+		sums(b, *input, *output)
 	default:
 		wordCount(b, *input, *output, *cache)
 	}
@@ -58,11 +62,15 @@ func main() {
 	if err != nil {
 		log.Fatal("topology", zap.Error(err))
 	}
+	client := map[string]string{"session.timeout.ms": fmt.Sprint(*session), "heartbeat.interval.ms": "500"}
+	if *txnTimeout > 0 {
+		client["transaction.timeout.ms"] = fmt.Sprint(txnTimeout.Milliseconds())
+	}
 	a, err := streams.New(top, streams.Config{
 		ApplicationID: *app, BootstrapServers: *brokers, StateDir: *state, Guarantee: g,
 		NoCache: !*cache, ProcessID: *processID, NumStreamThreads: *threads, CommitInterval: *commit,
 		Logger:       log,
-		ClientConfig: map[string]string{"session.timeout.ms": fmt.Sprint(*session), "heartbeat.interval.ms": "500"},
+		ClientConfig: client,
 	})
 	if err != nil {
 		log.Fatal("config", zap.Error(err))
@@ -99,4 +107,16 @@ func windowed(b *topology.Builder, input, output, late string) {
 	topology.Map(counts.ToStream(), func(k serde.Windowed[string], n int64) (string, int64) {
 		return fmt.Sprintf("%s@%d", k.Key, k.Window.Start), n
 	}).To(output, topology.Produced(serde.String(), serde.Int64()))
+}
+
+// sums keeps a running count and sum of each key's integer values, every
+// update forwarded (caching off) as "<count>:<sum>".
+func sums(b *topology.Builder, input, output string) {
+	in := topology.Stream(b, input, topology.Consumed(serde.String(), serde.Int64()))
+	agg := topology.Aggregate(in.GroupByKey(), func() string { return "0:0" }, func(_ string, v int64, agg string) string {
+		var n, sum int64
+		fmt.Sscanf(agg, "%d:%d", &n, &sum)
+		return fmt.Sprintf("%d:%d", n+1, sum+v)
+	}, topology.Materialized[string, string]("sums").WithCaching(false))
+	agg.ToStream().To(output, topology.Produced(serde.String(), serde.String()))
 }

@@ -36,6 +36,8 @@ type Cluster struct {
 	faults    map[string][]error   // by operation name, in order
 	calls     map[string]int       // by operation name
 	nextPID   int64
+	// down: the brokers are unreachable; every call fails transiently.
+	down bool
 }
 
 type offsetMeta struct {
@@ -187,10 +189,35 @@ func (c *Cluster) Calls(op string) int {
 	return c.calls[op]
 }
 
+// SetDown makes the brokers unreachable (true) or reachable again: while
+// they are down, every call fails transiently, as librdkafka reports an
+// outage (Poll: kclient.ErrBrokersDown; transactional calls: retriable).
+func (c *Cluster) SetDown(down bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.down = down
+}
+
+// ErrUnreachable is the transient error calls fail with while the cluster
+// is down.
+var ErrUnreachable = fmt.Errorf("%w: kclienttest: brokers unreachable", kclient.ErrTransient)
+
 // call counts a call of op and returns its scripted failure, if any.
 // Called with c.mu held.
 func (c *Cluster) call(op string) error {
 	c.calls[op]++
+	if c.down {
+		switch op {
+		case "Poll":
+			return kclient.ErrBrokersDown
+		case "BeginTransaction", "SendOffsets", "CommitTransaction", "AbortTransaction", "InitTransactions":
+			return &kclient.TxnError{Op: op, Retriable: true, Err: ErrUnreachable}
+		case "Produce", "Position", "Seek", "Pause", "Resume", "Assign", "Subscribe", "NewConsumer", "NewProducer":
+			// Local calls: librdkafka queues or answers them itself.
+		default:
+			return ErrUnreachable
+		}
+	}
 	if fs := c.faults[op]; len(fs) > 0 {
 		c.faults[op] = fs[1:]
 		return fs[0]

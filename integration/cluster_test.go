@@ -1,0 +1,121 @@
+package integration_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// scriptCluster is a Kafka broker or cluster of a test's own, started by the
+// project's scripts/kafka.sh, for tests that kill and restart brokers (the
+// shared broker of the suite is never touched).
+type scriptCluster struct {
+	t     *testing.T
+	env   []string
+	nodes int
+	port  int
+}
+
+// startScriptCluster starts nodes Kafka nodes (1 or 3) on free loopback
+// ports; t.Cleanup stops them and removes their data.
+func startScriptCluster(t *testing.T, nodes int) *scriptCluster {
+	t.Helper()
+	c := &scriptCluster{t: t, nodes: nodes, port: freePortRange(t, 2*nodes)}
+	dir, err := os.MkdirTemp("", "eddy-cluster-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.env = append(os.Environ(), "EDDY_SERVICES_DIR="+dir, "EDDY_KAFKA_PORT="+strconv.Itoa(c.port),
+		"EDDY_KAFKA_NODES="+strconv.Itoa(nodes))
+	t.Cleanup(func() {
+		c.script("stop")
+		os.RemoveAll(dir)
+	})
+	start := time.Now()
+	if out, err := c.script("start", "kafka"); err != nil {
+		t.Fatalf("scripts/kafka.sh start kafka (%d nodes): %v\n%s", nodes, err, out)
+	}
+	t.Logf("started a %d-node Kafka cluster of the test's own at %s in %v", nodes, c.bootstrap(), time.Since(start).Round(time.Millisecond))
+	return c
+}
+
+func (c *scriptCluster) script(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(repoRoot(), "scripts", "kafka.sh"), args...)
+	cmd.Env = c.env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (c *scriptCluster) bootstrap() string {
+	var addrs []string
+	for n := range c.nodes {
+		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", c.port+2*n))
+	}
+	return strings.Join(addrs, ",")
+}
+
+// kill SIGKILLs node n (1-based); its data stays.
+func (c *scriptCluster) kill(n int) {
+	c.t.Helper()
+	if out, err := c.script("kill", strconv.Itoa(n)); err != nil {
+		c.t.Fatalf("killing Kafka node %d: %v\n%s", n, err, out)
+	}
+}
+
+// restart starts node n again on its data and waits for its port.
+func (c *scriptCluster) restart(n int) {
+	c.t.Helper()
+	if out, err := c.script("restart", strconv.Itoa(n)); err != nil {
+		c.t.Fatalf("restarting Kafka node %d: %v\n%s", n, err, out)
+	}
+}
+
+// leader returns the node leading a partition.
+func (c *scriptCluster) leader(topic string, partition int) int {
+	c.t.Helper()
+	out, err := c.script("leader", topic, strconv.Itoa(partition))
+	n, perr := strconv.Atoi(strings.TrimSpace(lastLine(out)))
+	if err != nil || perr != nil {
+		c.t.Fatalf("leader of %s-%d: %v %v\n%s", topic, partition, err, perr, out)
+	}
+	return n
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// repoRoot is the repository root (the integration module is one level
+// below it).
+func repoRoot() string {
+	wd, _ := os.Getwd()
+	return filepath.Dir(wd)
+}
+
+// freePortRange returns the first of n consecutive free loopback ports.
+func freePortRange(t *testing.T, n int) int {
+	t.Helper()
+	for base := 39000 + os.Getpid()%500*20; base < 60000; base += 20 {
+		ok := true
+		for p := base; p < base+n && ok; p++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				ok = false
+				continue
+			}
+			l.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free port range")
+	return 0
+}

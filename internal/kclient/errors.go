@@ -1,0 +1,61 @@
+package kclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// ErrTransient is wrapped by errors that a retry may cure: no broker
+// reachable, a leader moving or coming back with a new epoch, a
+// coordinator loading, a request timing out. The runtime retries calls that
+// fail with it, with backoff, for as long as it takes.
+var ErrTransient = errors.New("kafka: transient error")
+
+// ErrBrokersDown is what Consumer.Poll returns when the client has lost
+// every broker connection (it wraps ErrTransient; the client reconnects by
+// itself).
+var ErrBrokersDown = fmt.Errorf("%w: all brokers are down", ErrTransient)
+
+// transientCodes are the broker and client errors a retry may cure.
+var transientCodes = map[kafka.ErrorCode]bool{
+	kafka.ErrTransport: true, kafka.ErrAllBrokersDown: true, kafka.ErrResolve: true,
+	kafka.ErrTimedOut: true, kafka.ErrMsgTimedOut: true, kafka.ErrTimedOutQueue: true,
+	kafka.ErrLeaderNotAvailable: true, kafka.ErrNotLeaderForPartition: true, kafka.ErrRequestTimedOut: true,
+	kafka.ErrBrokerNotAvailable: true, kafka.ErrReplicaNotAvailable: true, kafka.ErrNetworkException: true,
+	kafka.ErrCoordinatorLoadInProgress: true, kafka.ErrCoordinatorNotAvailable: true, kafka.ErrNotCoordinator: true,
+	kafka.ErrNotEnoughReplicas: true, kafka.ErrNotEnoughReplicasAfterAppend: true, kafka.ErrNotController: true,
+	kafka.ErrKafkaStorageError: true, kafka.ErrFencedLeaderEpoch: true, kafka.ErrUnknownLeaderEpoch: true,
+	kafka.ErrStaleBrokerEpoch: true, kafka.ErrOffsetNotAvailable: true, kafka.ErrPreferredLeaderNotAvailable: true,
+	kafka.ErrRebalanceInProgress: true, kafka.ErrConcurrentTransactions: true,
+	// Right after a broker restarts, a topic can be briefly unknown to it.
+	kafka.ErrUnknownTopicOrPart: true,
+}
+
+// classify wraps a client error in ErrFatal or ErrTransient when it is one.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var kerr kafka.Error
+	switch {
+	case errors.As(err, &kerr) && kerr.IsFatal():
+		return fmt.Errorf("%w: %w", ErrFatal, err)
+	case errors.As(err, &kerr) && (transientCodes[kerr.Code()] || kerr.IsRetriable() || kerr.IsTimeout()):
+		return fmt.Errorf("%w: %w", ErrTransient, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: %w", ErrTransient, err)
+	}
+	return err
+}
+
+// IsTransient reports whether a retry may cure err.
+func IsTransient(err error) bool {
+	var te *TxnError
+	if errors.As(err, &te) {
+		return te.Retriable && !te.Abortable && !te.Fatal
+	}
+	return errors.Is(err, ErrTransient)
+}
