@@ -8,8 +8,12 @@ import (
 	"github.com/eddy-go/eddy/stores"
 )
 
-func benchStore(b *testing.B) (*stores.WriteSet, stores.KeyValueStore[string, string]) {
-	p, err := stores.OpenPebble(b.TempDir(), stores.PebbleOptions{})
+func benchStore(b *testing.B, opts ...stores.PebbleOptions) (*stores.WriteSet, stores.KeyValueStore[string, string]) {
+	var o stores.PebbleOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	p, err := stores.OpenPebble(b.TempDir(), o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -63,8 +67,16 @@ func BenchmarkPebbleGet(b *testing.B) {
 
 // Commit of a write set holding 1,000 writes of 100-byte values: one
 // atomic Pebble batch with the changelog offset.
-func BenchmarkPebbleCommit1000(b *testing.B) {
-	ws, s := benchStore(b)
+func BenchmarkPebbleCommit1000(b *testing.B) { benchCommit1000(b) }
+
+// The same with PebbleOptions.Fsync: the write-ahead log fsynced at every
+// commit.
+func BenchmarkPebbleCommit1000Fsync(b *testing.B) {
+	benchCommit1000(b, stores.PebbleOptions{Fsync: true})
+}
+
+func benchCommit1000(b *testing.B, opts ...stores.PebbleOptions) {
+	ws, s := benchStore(b, opts...)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()

@@ -87,9 +87,19 @@ type Config struct {
 	// it before processing records of its other partitions, for
 	// timestamp-ordered joins and merges. Default 0: do not wait.
 	MaxTaskIdle time.Duration
-	// MaxBufferedRecords is the bound of each partition's buffer; a full
-	// partition is paused until it drains. Default 1000.
+	// MaxBufferedRecords bounds the records a stream thread holds ahead of
+	// processing: this many per assigned partition, counted over all of
+	// them; while the bound is reached the thread stops polling (and the
+	// client's own bounded prefetch stops fetching). Default 1000.
 	MaxBufferedRecords int
+	// FsyncState makes every commit fsync the state store's write-ahead
+	// log, so committed state survives a machine crash or power loss, at
+	// the cost of an fsync per commit. Default false: each commit's
+	// write-ahead log is written to the operating system, which survives the
+	// process being killed (SIGKILL included) but not the machine going
+	// down; a restore then replays the changelog tail after the last commit
+	// that reached the disk, so results are exact either way.
+	FsyncState bool
 	// Logger receives the app's logs. Default: zap.NewNop().
 	Logger *zap.Logger
 	// ClientConfig passes librdkafka properties (security.protocol, sasl.*,

@@ -1,0 +1,70 @@
+package stores_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/eddy-go/eddy/stores"
+)
+
+// A commit survives the process being killed right after it: a child
+// process applies n commits through a write set, each with its offset, and
+// SIGKILLs itself the moment the last one returns; reopened, the store
+// holds every commit.
+func TestCommitsSurviveSIGKILL(t *testing.T) {
+	if dir := os.Getenv("EDDY_KILL_CHILD_DIR"); dir != "" {
+		n, _ := strconv.Atoi(os.Getenv("EDDY_KILL_CHILD_COMMITS"))
+		killChild(dir, n)
+		return
+	}
+	for _, n := range []int{1, 50, 500} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := exec.Command(os.Args[0], "-test.run", "^TestCommitsSurviveSIGKILL$")
+			cmd.Env = append(os.Environ(), "EDDY_KILL_CHILD_DIR="+dir, "EDDY_KILL_CHILD_COMMITS="+strconv.Itoa(n))
+			out, err := cmd.CombinedOutput()
+			ws, ok := err.(*exec.ExitError)
+			if !ok || ws.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("child did not die of SIGKILL: %v\n%s", err, out)
+			}
+			p, err := stores.OpenPebble(dir, stores.PebbleOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			off, found, err := stores.StoredOffset(p, "0_0", "kv")
+			if err != nil || !found || off != int64(n) {
+				t.Fatalf("after SIGKILL: stored offset %d (found %v, %v), want %d: commits were lost", off, found, err, n)
+			}
+			for i := range n {
+				k := []byte(fmt.Sprintf("0_0/kv/key-%06d", i))
+				if _, ok, err := p.Get(k); !ok || err != nil {
+					t.Fatalf("commit %d of %d lost (%v)", i+1, n, err)
+				}
+			}
+		})
+	}
+}
+
+// killChild applies n commits of one write and the store's offset, then
+// SIGKILLs its own process.
+func killChild(dir string, n int) {
+	p, err := stores.OpenPebble(dir, stores.PebbleOptions{})
+	if err != nil {
+		panic(err)
+	}
+	ws := stores.NewWriteSet(p)
+	for i := range n {
+		ws.Set([]byte(fmt.Sprintf("0_0/kv/key-%06d", i)), make([]byte, 100))
+		ws.SetOffset("0_0", "kv", int64(i+1))
+		if err := ws.Commit(); err != nil {
+			panic(err)
+		}
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {}
+}
