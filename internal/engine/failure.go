@@ -57,7 +57,7 @@ func rejoinIfFatal(err error) error {
 func (th *Thread) commitFailed(err error) error {
 	switch {
 	case isFatalClient(err):
-		return fmt.Errorf("%w: %v", errRejoin, err)
+		return fmt.Errorf("%w: %w", errRejoin, err)
 	case th.cfg.ExactlyOnce:
 		th.log.Warn("transaction failed; aborting", zap.Error(err))
 		return th.abortAndRewind(err)

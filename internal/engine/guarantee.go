@@ -60,7 +60,7 @@ func (g *exactlyOnceCommits) beforeSend() error {
 	if err := g.p.BeginTransaction(); err != nil {
 		var te *kclient.TxnError
 		if errors.As(err, &te) && te.Fatal {
-			return fmt.Errorf("%w: %v", kclient.ErrFatal, err)
+			return fmt.Errorf("%w: %w", kclient.ErrFatal, err)
 		}
 		return err
 	}

@@ -65,7 +65,7 @@ func (th *Thread) poll() error {
 		if err != nil {
 			switch {
 			case errors.Is(err, kclient.ErrFatal):
-				return fmt.Errorf("%w: %v", errRejoin, err)
+				return fmt.Errorf("%w: %w", errRejoin, err)
 			case kclient.IsTransient(err):
 				th.Health.down(th.log, "consuming", err)
 			default:

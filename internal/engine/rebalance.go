@@ -180,12 +180,25 @@ func (th *Thread) assign(tps []kclient.TP) error {
 	return nil
 }
 
+// committedOffsets reads the group's committed offsets (waiting, under
+// read_committed, for pending transactional commits). A consumer that keeps
+// timing out for half a minute is given up: the thread starts over with new
+// clients (seen after a broker restart: one consumer's requests timed out
+// for minutes while the others' went through).
 func (th *Thread) committedOffsets(ctx context.Context, tps []kclient.TP) (c map[kclient.TP]int64, meta map[kclient.TP]string, err error) {
-	err = th.retry(ctx, "reading committed offsets", func() error {
+	var stuck error
+	err = retry(ctx, &th.Health, th.log, "reading committed offsets", func() error {
+		if stuck != nil {
+			return stuck
+		}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		c, meta, err = th.consumer.Committed(cctx, tps)
 		return err
+	}, func(n int) {
+		if n >= 3 {
+			stuck = fmt.Errorf("%w: reading committed offsets failed %d times in a row", errRejoin, n)
+		}
 	})
 	return c, meta, err
 }
@@ -222,7 +235,7 @@ func (th *Thread) abortAndRewind(cause error) error {
 	err := th.dropUncommitted(ctx)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("%w: aborting after %v: %v", errRejoin, cause, err)
+		return fmt.Errorf("%w: aborting after %v: %w", errRejoin, cause, err)
 	}
 	for _, tk := range th.order {
 		th.retireTask(tk.t)

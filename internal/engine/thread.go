@@ -117,13 +117,16 @@ func (th *Thread) Run(ctx context.Context) error {
 		case errors.Is(err, errRejoin) && ctx.Err() == nil:
 			// A producer fenced again and again means another instance
 			// uses this one's transactional ids: stop rather than fight.
-			rejoins = append(rejoins, time.Now())
+			// (Outages make the thread start over too; they do not count.)
+			if errors.Is(err, kclient.ErrFenced) {
+				rejoins = append(rejoins, time.Now())
+			}
 			for len(rejoins) > 0 && time.Since(rejoins[0]) > 5*time.Minute {
 				rejoins = rejoins[1:]
 			}
 			if len(rejoins) >= 10 {
 				th.setState(ThreadFailed)
-				return fmt.Errorf("engine: stream thread %d had to start over with new clients %d times in 5 minutes (is another instance running with process id %q?): %w",
+				return fmt.Errorf("engine: stream thread %d's producer was fenced %d times in 5 minutes (is another instance running with process id %q?): %w",
 					th.idx, len(rejoins), th.cfg.ProcessID, err)
 			}
 			th.log.Warn("rejoining the group with a new consumer and producer", zap.Error(err))

@@ -381,3 +381,29 @@ func TestBrokerOutageDuringRestore(t *testing.T) {
 	}
 	exactSequences(t, outputs(t, cl, true), counts(0, 150, 5))
 }
+
+// A producer fenced again and again (another instance with the same
+// process id) stops the thread after ten fresh starts in five minutes,
+// with an error that says so.
+func TestRepeatedFencingStops(t *testing.T) {
+	cl := kclienttest.NewCluster()
+	r := newRig(t, cl, countTopology(t, nil), true, "")
+	feed(cl, 0, 100, 5)
+	run := r.start()
+	for i := 1; i <= 10; i++ {
+		wait(t, "a new producer's first commit", func() bool {
+			return cl.Calls("NewProducer") >= i && cl.Calls("CommitTransaction") >= i
+		})
+		cl.Fence(run.th.transactionalID())
+		feed(cl, 100*i, 10, 5) // something to commit
+	}
+	select {
+	case err := <-run.done:
+		run.done <- err
+		if err == nil || !strings.Contains(err.Error(), "fenced 10 times") {
+			t.Fatalf("Run returned %v, want the repeated fencing", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the thread kept going")
+	}
+}

@@ -330,6 +330,9 @@ func (p *producer) Produce(rec *rt.OutRecord) error {
 				p.inflight.Add(1)
 				continue
 			}
+			if kerr.Code() == kafka.ErrFenced || kerr.Code() == kafka.ErrProducerFenced {
+				return fmt.Errorf("%w: %w: %v", ErrFatal, ErrFenced, err)
+			}
 			if kerr.IsFatal() || kerr.Code() == kafka.ErrFatal {
 				return fmt.Errorf("%w: %v", ErrFatal, err)
 			}
@@ -389,7 +392,8 @@ func txnErr(op string, err error) error {
 		// Abortable and fatal errors are never retried: the transaction
 		// (or the producer) is done for, whatever the cause.
 		abortable, fatal := kerr.TxnRequiresAbort(), kerr.IsFatal()
-		return &TxnError{Op: op, Abortable: abortable, Fatal: fatal,
+		fenced := kerr.Code() == kafka.ErrFenced || kerr.Code() == kafka.ErrProducerFenced || kerr.Code() == kafka.ErrInvalidProducerEpoch
+		return &TxnError{Op: op, Abortable: abortable, Fatal: fatal, Fenced: fenced,
 			Retriable: !abortable && !fatal && (kerr.IsRetriable() || kerr.IsTimeout() || transientCodes[kerr.Code()]), Err: err}
 	}
 	return &TxnError{Op: op, Retriable: errors.Is(err, context.DeadlineExceeded), Err: err}

@@ -115,7 +115,11 @@ type TxnError struct {
 	// Retriable: the call timed out or could not reach the coordinator;
 	// calling it again is safe and may succeed.
 	Retriable bool
-	Err       error
+	// Fenced: a producer with the same transactional id and a newer epoch
+	// exists (another instance, or the broker bumped the epoch of a
+	// transaction that timed out).
+	Fenced bool
+	Err    error
 }
 
 func (e *TxnError) Error() string {
@@ -131,7 +135,17 @@ func (e *TxnError) Error() string {
 	return fmt.Sprintf("kafka: %s in %s: %v", kind, e.Op, e.Err)
 }
 
-func (e *TxnError) Unwrap() error { return e.Err }
+// Unwrap returns the client's error, and ErrFenced for a fenced producer.
+func (e *TxnError) Unwrap() []error {
+	if e.Fenced {
+		return []error{e.Err, ErrFenced}
+	}
+	return []error{e.Err}
+}
+
+// ErrFenced is wrapped by the errors of a fenced producer (see
+// TxnError.Fenced).
+var ErrFenced = errors.New("kafka: producer fenced")
 
 // ErrFatal is wrapped by errors that make a client unusable.
 var ErrFatal = errors.New("kafka: fatal client error")

@@ -149,18 +149,6 @@ func (p *Program) IsInternal(topic string) bool {
 	return false
 }
 
-// SubtopologyOf returns the sub-topology that reads topic (unresolved name).
-func (p *Program) SubtopologyOf(topic string) (*Subtopology, bool) {
-	for _, st := range p.Subtopologies {
-		for _, t := range st.SourceTopics {
-			if t == topic {
-				return st, true
-			}
-		}
-	}
-	return nil, false
-}
-
 // hook lets the topology package hand its compiled Program to the runtime
 // packages without a public accessor.
 var programOf func(any) (*Program, bool)

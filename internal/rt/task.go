@@ -60,64 +60,24 @@ type Collector interface {
 	Send(task *Task, rec *OutRecord) error
 }
 
-// ErrorKind says where a record failed.
-type ErrorKind int
-
-// The kinds of record errors.
-const (
-	ErrDeserialization ErrorKind = iota
-	ErrProcessing
-	ErrProduction
+// The record-error types are public, in package processor; the runtime
+// uses them under these names.
+type (
+	ErrorKind   = processor.ErrorKind
+	ErrorAction = processor.ErrorAction
+	RecordError = processor.RecordError
 )
 
-func (k ErrorKind) String() string {
-	switch k {
-	case ErrProcessing:
-		return "processing"
-	case ErrProduction:
-		return "production"
-	}
-	return "deserialization"
-}
-
-// ErrorAction is what an error handler decides.
-type ErrorAction int
-
-// The error handler actions.
+// The record-error kinds and handler actions, under the runtime's names.
 const (
-	ActionFail ErrorAction = iota
-	ActionContinue
-	ActionDeadLetter
+	ErrDeserialization = processor.DeserializationError
+	ErrProcessing      = processor.ProcessingError
+	ErrProduction      = processor.ProductionError
+
+	ActionFail       = processor.Fail
+	ActionContinue   = processor.Continue
+	ActionDeadLetter = processor.DeadLetter
 )
-
-// RecordError describes a record that failed: the task, the node, and where
-// the input record came from (Offset -1 during punctuation).
-type RecordError struct {
-	Kind      ErrorKind
-	Task      processor.TaskID
-	Node      string
-	Topic     string
-	Partition int32
-	Offset    int64
-	Key       []byte // the input record's bytes, as read
-	Value     []byte
-	Timestamp int64
-	Err       error
-}
-
-func (e *RecordError) Error() string {
-	where := "during punctuation"
-	if e.Offset >= 0 {
-		where = fmt.Sprintf("of record at topic %q partition %d offset %d", e.Topic, e.Partition, e.Offset)
-	}
-	node := ""
-	if e.Node != "" {
-		node = " in " + e.Node
-	}
-	return fmt.Sprintf("%s error in task %s%s %s: %v", e.Kind, e.Task, node, where, e.Err)
-}
-
-func (e *RecordError) Unwrap() error { return e.Err }
 
 // Handlers decide what happens to failed records. A nil handler fails.
 type Handlers struct {
@@ -126,13 +86,13 @@ type Handlers struct {
 	DeadLetterTopic string
 }
 
-// Dead-letter headers, as Kafka Streams' KIP-1034.
+// Dead-letter headers (processor's).
 const (
-	HeaderErrorClass     = "__streams.errors.exception"
-	HeaderErrorMessage   = "__streams.errors.message"
-	HeaderErrorTopic     = "__streams.errors.topic"
-	HeaderErrorPartition = "__streams.errors.partition"
-	HeaderErrorOffset    = "__streams.errors.offset"
+	HeaderErrorClass     = processor.HeaderErrorClass
+	HeaderErrorMessage   = processor.HeaderErrorMessage
+	HeaderErrorTopic     = processor.HeaderErrorTopic
+	HeaderErrorPartition = processor.HeaderErrorPartition
+	HeaderErrorOffset    = processor.HeaderErrorOffset
 )
 
 // TaskConfig is what a runtime gives NewTask.
@@ -186,7 +146,6 @@ type Task struct {
 	cur        recordContext
 	inRecord   bool
 	curRaw     *RawRecord
-	curNode    string
 
 	punctStream []*schedule
 	punctWall   []*schedule
@@ -330,9 +289,6 @@ func (t *Task) SourceTopics() []string {
 	return out
 }
 
-// Stores returns the task's stores by name.
-func (t *Task) Stores() map[string]stores.Store { return t.stores }
-
 // Store returns one of the task's stores.
 func (t *Task) Store(name string) (stores.Store, bool) {
 	s, ok := t.stores[name]
@@ -383,9 +339,6 @@ func (t *Task) Prepare(r *RawRecord) {
 	}
 	r.decoded, r.Timestamp = decoded, ts
 }
-
-// Decoded returns what Prepare decoded, if anything.
-func (r *RawRecord) Decoded() any { return r.decoded }
 
 // Process runs one record through the source that reads its topic, then
 // fires due stream-time punctuators. It returns the error that failed the
@@ -561,8 +514,10 @@ func (t *Task) RecordMetadata() (processor.RecordMetadata, bool) {
 	return t.cur.meta, t.inRecord
 }
 
-// HandleError routes a failed record to the handlers. It returns true when
-// processing of the record should go on after the error (never for Fail).
+// HandleError routes a failed record to the handlers: Continue counts and
+// logs it, DeadLetter also writes its bytes to the dead-letter topic, Fail
+// (the default) makes the task fail with it (Process and Flush then return
+// the error).
 func (t *Task) HandleError(kind ErrorKind, node string, err error) {
 	e := &RecordError{Kind: kind, Task: t.id, Node: node, Offset: -1, Timestamp: t.cur.timestamp, Err: err}
 	if t.inRecord {
@@ -651,7 +606,6 @@ func (t *Task) punctuate(list *[]*schedule, now int64) error {
 		saved, savedIn := t.cur, t.inRecord
 		t.cur = recordContext{timestamp: now, meta: processor.RecordMetadata{Offset: -1}}
 		t.inRecord = false
-		t.curNode = s.node
 		err := safeCall(func() error { return s.fn(now) })
 		t.cur, t.inRecord = saved, savedIn
 		if err != nil {

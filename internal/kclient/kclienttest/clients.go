@@ -391,7 +391,7 @@ func (p *Producer) txn(op string) (*txnState, error) {
 		return nil, &kclient.TxnError{Op: op, Err: errorf(op, "transactions not initialized")}
 	}
 	if st.epoch != p.epoch {
-		return nil, &kclient.TxnError{Op: op, Fatal: true, Err: ErrFenced}
+		return nil, &kclient.TxnError{Op: op, Fatal: true, Fenced: true, Err: ErrFenced}
 	}
 	return st, nil
 }
@@ -419,7 +419,7 @@ func (p *Producer) Produce(rec *rt.OutRecord) error {
 			if st == nil && !errors.Is(err, ErrFenced) {
 				return err
 			}
-			return fmt.Errorf("%w: %v", kclient.ErrFatal, err)
+			return fmt.Errorf("%w: %w", kclient.ErrFatal, err)
 		}
 		if st.open == nil {
 			return errorf("Produce", "no transaction open")
