@@ -3,7 +3,10 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -127,13 +130,13 @@ type progress struct {
 	sampled   time.Time // when committed was last read
 	lastMove  time.Time
 	maxStall  time.Duration
+	failed    int   // samples that could not be read
+	lastErr   error // why the last one could not
 	stop      chan struct{}
 	done      chan struct{}
 }
 
 func watchProgress(t *testing.T, a *sumApp) *progress {
-	cl := kafkatest.Client(t, a.brokers, kgo.RequestRetries(0))
-	adm := kadm.NewClient(cl)
 	p := &progress{lastMove: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
@@ -143,10 +146,23 @@ func watchProgress(t *testing.T, a *sumApp) *progress {
 				return
 			case <-time.After(200 * time.Millisecond):
 			}
+			// A client per sample: one that lived through a broker's death
+			// can keep asking a stale coordinator.
+			cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(a.brokers, ",")...))
+			if err != nil {
+				continue
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			resp, err := adm.FetchOffsets(ctx, a.app)
+			resp, err := kadm.NewClient(cl).FetchOffsets(ctx, a.app)
 			cancel()
-			if err != nil || resp.Error() != nil {
+			cl.Close()
+			if err == nil {
+				err = resp.Error()
+			}
+			if err != nil {
+				p.mu.Lock()
+				p.failed, p.lastErr = p.failed+1, err
+				p.mu.Unlock()
 				continue // the broker is down
 			}
 			var n int64
@@ -188,9 +204,10 @@ func (p *progress) snapshot() (int64, time.Duration) {
 }
 
 // waitResumed waits until the committed input grows past what it was when
-// the broker came back (read after back), returning how long after back
-// that happened.
-func (p *progress) waitResumed(t *testing.T, back time.Time, timeout time.Duration) time.Duration {
+// the broker came back (read after back), or reaches all input (total; in a
+// cluster, processing may finish while a broker is down), returning how long
+// after back that happened.
+func (p *progress) waitResumed(t *testing.T, back time.Time, total int64, timeout time.Duration, workers []*worker) time.Duration {
 	t.Helper()
 	base := int64(-1)
 	for time.Since(back) < timeout {
@@ -198,6 +215,8 @@ func (p *progress) waitResumed(t *testing.T, back time.Time, timeout time.Durati
 		n, at := p.committed, p.sampled
 		p.mu.Unlock()
 		switch {
+		case n >= total:
+			return time.Since(back)
 		case base < 0 && at.After(back):
 			base = n
 		case base >= 0 && n > base:
@@ -205,7 +224,22 @@ func (p *progress) waitResumed(t *testing.T, back time.Time, timeout time.Durati
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("processing did not resume within %v of the broker coming back", timeout)
+	// Ask each worker for its goroutines (SIGQUIT: Go prints them all to
+	// the log and exits), so the log says where it hangs.
+	for _, w := range workers {
+		w.cmd.Process.Signal(syscall.SIGQUIT)
+	}
+	time.Sleep(2 * time.Second)
+	for _, w := range workers {
+		if b, err := os.ReadFile(w.log); err == nil {
+			if i := strings.Index(string(b), "goroutine "); i >= 0 {
+				t.Logf("goroutines of %s:\n%s", w.name, b[i:])
+			}
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t.Fatalf("processing did not resume within %v of the broker coming back (committed input %d; %d samples failed, the last with %v)", timeout, p.committed, p.failed, p.lastErr)
 	return 0
 }
 
@@ -243,7 +277,7 @@ func runOutages(t *testing.T, c *scriptCluster, a *sumApp, extra []string, recor
 		})
 		time.Sleep(o.down) // the outage itself: the fault's length, not a wait for progress
 		c.restart(node)
-		resumed := prog.waitResumed(t, time.Now(), 3*time.Minute)
+		resumed := prog.waitResumed(t, time.Now(), int64(records), 3*time.Minute, w)
 		t.Logf("node %d back after %v down; committed input moved again %v later", node, o.down, resumed.Round(100*time.Millisecond))
 	}
 	a.waitDone(5 * time.Minute)

@@ -34,6 +34,12 @@ func startScriptCluster(t *testing.T, nodes int) *scriptCluster {
 	c.env = append(os.Environ(), "EDDY_SERVICES_DIR="+dir, "EDDY_KAFKA_PORT="+strconv.Itoa(c.port),
 		"EDDY_KAFKA_NODES="+strconv.Itoa(nodes))
 	t.Cleanup(func() {
+		// EDDY_TEST_KEEP_CLUSTER=1 leaves a failed test's cluster running,
+		// for inspecting it with Kafka's tools.
+		if t.Failed() && os.Getenv("EDDY_TEST_KEEP_CLUSTER") == "1" {
+			t.Logf("keeping the cluster at %s (services dir %s); stop it with EDDY_SERVICES_DIR=%s EDDY_KAFKA_PORT=%d scripts/kafka.sh stop", c.bootstrap(), dir, dir, c.port)
+			return
+		}
 		c.script("stop")
 		os.RemoveAll(dir)
 	})

@@ -290,13 +290,23 @@ func (w *worker) waitRunning(t *testing.T, timeout time.Duration) {
 	t.Fatalf("%s did not reach RUNNING within %v; log:\n%s", w.name, timeout, tail(w.log))
 }
 
+// tail returns the last 40 of the worker's own log lines (JSON), and how
+// many lines librdkafka wrote besides.
 func tail(path string) string {
 	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 40 {
-		lines = lines[len(lines)-40:]
+	var own []string
+	client := 0
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if strings.HasPrefix(l, "%") {
+			client++
+			continue
+		}
+		own = append(own, l)
 	}
-	return strings.Join(lines, "\n")
+	if len(own) > 40 {
+		own = own[len(own)-40:]
+	}
+	return strings.Join(own, "\n") + fmt.Sprintf("\n(and %d lines of librdkafka's own log)", client)
 }
 
 // waitDone waits until every input line is fed, processed and committed.

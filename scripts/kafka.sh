@@ -166,8 +166,9 @@ wait_port() {
 	for i in $(seq 1 240); do
 		if port_open "$(broker_port "$n")"; then return 0; fi
 		if ! alive "$(pidfile "$n")"; then
-			log "Kafka node $n exited; last lines of its log:"
-			tail -n 30 "$services/kafka-$n.out" "$services/kafka-$n.log" >&2 2>/dev/null || true
+			log "Kafka node $n exited; its errors and last lines:"
+			grep -E 'ERROR|FATAL' "$services/kafka-$n.log" 2>/dev/null | tail -n 15 >&2 || true
+			tail -n 15 "$services/kafka-$n.out" "$services/kafka-$n.log" >&2 2>/dev/null || true
 			exit 1
 		fi
 		sleep 0.25

@@ -47,8 +47,9 @@ for m in $modules; do
 	# test cache cannot see: never take their results from the cache.
 	# -v there too: the fault tests log where each fault struck ("SIGKILL of
 	# p1 at 41% of input committed").
+	# Its fault tests take a while: a generous -timeout (the default is 10m).
 	fresh=""
-	[ "$(basename "$m")" = integration ] && fresh="-count=1 -v"
+	[ "$(basename "$m")" = integration ] && fresh="-count=1 -v -timeout 45m"
 	(cd "$m" && go test -race $fresh ${EDDY_TEST_FLAGS:-} ./...) || status=1
 done
 exit $status

@@ -63,6 +63,10 @@ func main() {
 		log.Fatal("topology", zap.Error(err))
 	}
 	client := map[string]string{"session.timeout.ms": fmt.Sprint(*session), "heartbeat.interval.ms": "500"}
+	if d := os.Getenv("EDDY_WORKER_CLIENT_DEBUG"); d != "" {
+		client["debug"] = d // librdkafka's debug contexts, for reading a run
+		client["log_level"] = "7"
+	}
 	if *txnTimeout > 0 {
 		client["transaction.timeout.ms"] = fmt.Sprint(txnTimeout.Milliseconds())
 	}
