@@ -149,12 +149,6 @@ type kvStore[K, V any] struct {
 	vs    serde.Serde[V]
 }
 
-// NewKeyValueStore returns a typed store over b, using topic as the topic
-// name given to the serdes.
-func NewKeyValueStore[K, V any](name, topic string, b BytesStore, ks serde.Serde[K], vs serde.Serde[V]) KeyValueStore[K, V] {
-	return &kvStore[K, V]{name: name, topic: topic, under: b, ks: ks, vs: vs}
-}
-
 func (s *kvStore[K, V]) Name() string { return s.name }
 
 func (s *kvStore[K, V]) key(k K) ([]byte, error) {

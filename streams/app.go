@@ -177,7 +177,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	pebble, err := stores.OpenPebble(filepath.Join(dir, "pebble"), stores.PebbleOptions{})
+	pebble, err := stores.OpenPebble(filepath.Join(dir, "pebble"), stores.PebbleOptions{Fsync: a.cfg.FsyncState})
 	if err != nil {
 		return fmt.Errorf("streams: opening the state store in %s (is another instance using this StateDir?): %w", dir, err)
 	}

@@ -2,6 +2,7 @@ package streams
 
 import (
 	"github.com/eddy-go/eddy/internal/rt"
+	"github.com/eddy-go/eddy/processor"
 )
 
 // RecordError describes a record that failed: where (deserializing it, in
@@ -9,43 +10,43 @@ import (
 // output), in which task and node, the input record's topic, partition,
 // offset, key and value bytes, and the error. Its Error method names all of
 // it.
-type RecordError = rt.RecordError
+type RecordError = processor.RecordError
 
 // ErrorKind says at which stage a record failed.
-type ErrorKind = rt.ErrorKind
+type ErrorKind = processor.ErrorKind
 
 // The stages a record can fail at.
 const (
-	DeserializationError = rt.ErrDeserialization
-	ProcessingError      = rt.ErrProcessing
-	ProductionError      = rt.ErrProduction
+	DeserializationError = processor.DeserializationError
+	ProcessingError      = processor.ProcessingError
+	ProductionError      = processor.ProductionError
 )
 
 // ErrorAction is what an ErrorHandler decides for a failed record.
-type ErrorAction = rt.ErrorAction
+type ErrorAction = processor.ErrorAction
 
 // The actions.
 const (
 	// Fail stops the app; Run returns the RecordError, which names the
 	// record.
-	Fail = rt.ActionFail
+	Fail = processor.Fail
 	// Continue skips the record: it is counted (metrics, Counters) and
 	// logged at Warn.
-	Continue = rt.ActionContinue
+	Continue = processor.Continue
 	// DeadLetter writes the input record's key and value bytes, unchanged,
 	// to Config.DeadLetterTopic — in the same transaction as the task's
 	// other output under exactly-once — with the headers of Kafka Streams'
 	// KIP-1034 (HeaderErrorClass … HeaderErrorOffset), and continues.
-	DeadLetter = rt.ActionDeadLetter
+	DeadLetter = processor.DeadLetter
 )
 
 // Dead-letter record headers (Kafka Streams' KIP-1034 names).
 const (
-	HeaderErrorClass     = rt.HeaderErrorClass
-	HeaderErrorMessage   = rt.HeaderErrorMessage
-	HeaderErrorTopic     = rt.HeaderErrorTopic
-	HeaderErrorPartition = rt.HeaderErrorPartition
-	HeaderErrorOffset    = rt.HeaderErrorOffset
+	HeaderErrorClass     = processor.HeaderErrorClass
+	HeaderErrorMessage   = processor.HeaderErrorMessage
+	HeaderErrorTopic     = processor.HeaderErrorTopic
+	HeaderErrorPartition = processor.HeaderErrorPartition
+	HeaderErrorOffset    = processor.HeaderErrorOffset
 )
 
 // ErrorHandler decides what happens to a failed record. It runs on the

@@ -111,18 +111,76 @@ func (a *App) serveTopology(w http.ResponseWriter, r *http.Request) {
 
 // StateReport is what GET /state answers.
 type StateReport struct {
-	ApplicationID     string                  `json:"application_id"`
-	ProcessID         string                  `json:"process_id"`
-	ApplicationServer string                  `json:"application_server,omitempty"`
-	State             string                  `json:"state"`
-	Error             string                  `json:"error,omitempty"`
-	Threads           []engine.ThreadSnapshot `json:"threads"`
+	ApplicationID     string         `json:"application_id"`
+	ProcessID         string         `json:"process_id"`
+	ApplicationServer string         `json:"application_server,omitempty"`
+	State             string         `json:"state"`
+	Error             string         `json:"error,omitempty"`
+	Threads           []ThreadReport `json:"threads"`
 	// Instances are the application's instances as the directory knows
 	// them (with ApplicationServer set).
 	Instances []InstanceReport `json:"instances,omitempty"`
 	// GlobalApplied and GlobalSkipped count global-table records.
 	GlobalApplied int64 `json:"global_applied"`
 	GlobalSkipped int64 `json:"global_skipped"`
+}
+
+// ThreadReport is one stream thread's assignment and progress, refreshed
+// about twice a second.
+type ThreadReport struct {
+	Thread int          `json:"thread"`
+	State  string       `json:"state"`
+	Tasks  []TaskReport `json:"tasks"`
+	Counts RecordCounts `json:"counts"`
+	// RestoreRate is changelog records restored per second since the
+	// previous refresh (0 when not restoring).
+	RestoreRate float64   `json:"restore_rate"`
+	Taken       time.Time `json:"taken"`
+}
+
+// TaskReport is one task of a thread.
+type TaskReport struct {
+	ID         string            `json:"id"`
+	Restoring  bool              `json:"restoring"`
+	StreamTime int64             `json:"stream_time"`
+	Partitions []PartitionReport `json:"partitions"`
+}
+
+// PartitionReport is one input partition of a task.
+type PartitionReport struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Position is the offset after the last record processed (-1: none
+	// yet), Committed the last committed one (-1: none).
+	Position  int64 `json:"position"`
+	Committed int64 `json:"committed"`
+	// Lag is the partition's end offset minus what the task has consumed
+	// (processed or committed), -1 when the end is not known yet.
+	Lag      int64 `json:"lag"`
+	Buffered int   `json:"buffered"`
+}
+
+// RecordCounts are records counted since the instance started.
+type RecordCounts struct {
+	Processed    int64 `json:"processed"`
+	Skipped      int64 `json:"skipped"`
+	DeadLettered int64 `json:"dead_lettered"`
+	Late         int64 `json:"late"`
+	CacheHits    int64 `json:"cache_hits"`
+	CacheMisses  int64 `json:"cache_misses"`
+}
+
+func threadReport(s engine.ThreadSnapshot) ThreadReport {
+	r := ThreadReport{Thread: s.Thread, State: s.State, Tasks: []TaskReport{}, RestoreRate: s.RestoreRate, Taken: s.Taken,
+		Counts: RecordCounts(s.Counts)}
+	for _, tk := range s.Tasks {
+		t := TaskReport{ID: tk.ID, Restoring: tk.Restoring, StreamTime: tk.StreamTime}
+		for _, p := range tk.Partitions {
+			t.Partitions = append(t.Partitions, PartitionReport(p))
+		}
+		r.Tasks = append(r.Tasks, t)
+	}
+	return r
 }
 
 // InstanceReport is one instance of the application and its tasks.
@@ -142,9 +200,9 @@ func (a *App) Report() StateReport {
 	}
 	threads, g, dir := a.threads, a.globals, a.directory
 	a.mu.Unlock()
-	rep.Threads = []engine.ThreadSnapshot{}
+	rep.Threads = []ThreadReport{}
 	for _, th := range threads {
-		rep.Threads = append(rep.Threads, th.Snapshot())
+		rep.Threads = append(rep.Threads, threadReport(th.Snapshot()))
 	}
 	if g != nil {
 		rep.GlobalApplied, rep.GlobalSkipped = g.Applied.Load(), g.Skipped.Load()

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"sort"
 
@@ -343,12 +342,4 @@ func (b *Builder) compile() *rt.Program {
 		prog.CoPartitioned = append(prog.CoPartitioned, slices.Compact(topics))
 	}
 	return prog
-}
-
-// typeName prints a type for error messages.
-func typeName(t reflect.Type) string {
-	if t == nil {
-		return "?"
-	}
-	return t.String()
 }

@@ -29,7 +29,7 @@ type Options struct {
 	// Default 0.
 	StartTime int64
 	// OnError decides what happens to failed records (default: fail).
-	OnError func(*rt.RecordError) rt.ErrorAction
+	OnError func(*processor.RecordError) processor.ErrorAction
 	// DeadLetterTopic receives dead-lettered records.
 	DeadLetterTopic string
 	// EmitInterval throttles, on the wall clock, how often operations
@@ -139,7 +139,7 @@ func Open(top *topology.Topology, opts ...Options) (*Driver, error) {
 				return d.wsP
 			},
 			Cache:        d.cache,
-			Collector:    d,
+			Collector:    collector{d},
 			WallClock:    func() int64 { return d.now },
 			Handlers:     rt.Handlers{Handle: o.OnError, DeadLetterTopic: o.DeadLetterTopic},
 			Globals:      views,
@@ -158,9 +158,14 @@ func Open(top *topology.Topology, opts ...Options) (*Driver, error) {
 	return d, nil
 }
 
-// Send implements rt.Collector: records to repartition topics are queued
+// collector is the driver as the tasks' rt.Collector.
+type collector struct{ d *Driver }
+
+func (c collector) Send(_ *rt.Task, rec *rt.OutRecord) error { return c.d.send(rec) }
+
+// send takes what a task writes: records to repartition topics are queued
 // for the sub-topology reading them; everything is logged per topic.
-func (d *Driver) Send(_ *rt.Task, rec *rt.OutRecord) error {
+func (d *Driver) send(rec *rt.OutRecord) error {
 	cp := *rec
 	cp.Key = cloneBytes(rec.Key)
 	cp.Value = cloneBytes(rec.Value)

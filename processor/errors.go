@@ -1,0 +1,82 @@
+package processor
+
+import "fmt"
+
+// ErrorKind says at which stage a record failed.
+type ErrorKind int
+
+// The stages a record can fail at.
+const (
+	// DeserializationError: its key, value or timestamp could not be read.
+	DeserializationError ErrorKind = iota
+	// ProcessingError: a processor returned an error or a function given to
+	// the DSL panicked.
+	ProcessingError
+	// ProductionError: output could not be serialized.
+	ProductionError
+)
+
+func (k ErrorKind) String() string {
+	switch k {
+	case ProcessingError:
+		return "processing"
+	case ProductionError:
+		return "production"
+	}
+	return "deserialization"
+}
+
+// ErrorAction is what an error handler decides for a failed record.
+type ErrorAction int
+
+// The actions an error handler can take.
+const (
+	// Fail stops the app (or the test driver); the error names the record.
+	Fail ErrorAction = iota
+	// Continue skips the record, counted and logged.
+	Continue
+	// DeadLetter writes the record's bytes, with headers saying why, to the
+	// dead-letter topic, and goes on.
+	DeadLetter
+)
+
+// RecordError describes a record that failed: the stage, the task and node,
+// where the input record came from (Offset -1 during punctuation), its bytes
+// as read, and the cause.
+type RecordError struct {
+	Kind      ErrorKind
+	Task      TaskID
+	Node      string
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte // the input record's bytes, as read
+	Value     []byte
+	Timestamp int64
+	Err       error
+}
+
+func (e *RecordError) Error() string {
+	where := "during punctuation"
+	if e.Offset >= 0 {
+		where = fmt.Sprintf("of record at topic %q partition %d offset %d", e.Topic, e.Partition, e.Offset)
+	}
+	node := ""
+	if e.Node != "" {
+		node = " in " + e.Node
+	}
+	return fmt.Sprintf("%s error in task %s%s %s: %v", e.Kind, e.Task, node, where, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// Headers of a dead-lettered record, as Kafka Streams' KIP-1034 names them:
+// the cause's class and message, and where the record came from.
+const (
+	HeaderErrorClass     = "__streams.errors.exception"
+	HeaderErrorMessage   = "__streams.errors.message"
+	HeaderErrorTopic     = "__streams.errors.topic"
+	HeaderErrorPartition = "__streams.errors.partition"
+	HeaderErrorOffset    = "__streams.errors.offset"
+)
