@@ -105,10 +105,18 @@ func repoRoot() string {
 	return filepath.Dir(wd)
 }
 
-// freePortRange returns the first of n consecutive free loopback ports.
+// freePortRange returns the first of n consecutive free loopback ports,
+// below Linux's ephemeral range (32768–60999). A port in that range can be
+// taken while its broker is down: a client's outgoing connection may get
+// it as its local port, and a client retrying 127.0.0.1:P from local port
+// P connects to itself (TCP simultaneous open), so the restarted broker
+// could not bind ("Unable to start acceptor").
 func freePortRange(t *testing.T, n int) int {
 	t.Helper()
-	for base := 39000 + os.Getpid()%500*20; base < 60000; base += 20 {
+	const lo, hi = 20000, 32700
+	start := lo + os.Getpid()%300*40
+	for i := 0; i < (hi-lo)/20; i++ {
+		base := lo + (start-lo+i*20)%(hi-lo-n)
 		ok := true
 		for p := base; p < base+n && ok; p++ {
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/eddy-go/eddy/internal/kclient"
 	"github.com/eddy-go/eddy/internal/rt"
+	"github.com/eddy-go/eddy/processor"
 	"github.com/eddy-go/eddy/stores"
 )
 
@@ -102,12 +102,11 @@ func (a *App) ownedTask(task string) bool {
 }
 
 func taskSubtopology(task string) int {
-	sub, _, _ := strings.Cut(task, "_")
-	n, err := strconv.Atoi(sub)
+	id, err := processor.ParseTaskID(task)
 	if err != nil {
 		return -1
 	}
-	return n
+	return id.Subtopology
 }
 
 // KeyValueStoreOf returns a read-only view of the key-value store name

@@ -306,10 +306,6 @@ func (s *SourceNodeOf[K, V]) ProcessRaw(r *RawRecord) {
 // TopicChooser picks a sink's topic per record.
 type TopicChooser[K, V any] func(rec processor.Record[K, V]) string
 
-// Partitioner picks the partition of a record written to a sink; -1 lets
-// the producer choose by key.
-type Partitioner[K, V any] func(topic string, key K, value V, numPartitions int32) int32
-
 // SinkNode serializes records and sends them to a topic.
 type SinkNode[K, V any] struct {
 	Base
