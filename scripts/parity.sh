@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/parity.sh [scenario…] — runs eddy's parity scenarios on Kafka
-# Streams' own TopologyTestDriver (parity/, Kafka Streams 4.1) and rewrites
+# Streams' own TopologyTestDriver (parity/, Kafka Streams 4.4.0) and rewrites
 # the expected outputs in streams/streamstest/testdata/parity/*.out, which
 # the Go parity tests compare eddy's test driver against. Needs Java 17 and
 # Maven; jars come from Maven Central on first use.

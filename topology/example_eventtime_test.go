@@ -167,3 +167,38 @@ func ExampleCogroup() {
 	// bob: /hats
 	// ann: /shoes $49 /socks
 }
+
+// A table's changes as a stream of labels: MapValuesNullable sees a
+// deleted row as nil and says so, where MapValues would pass the tombstone
+// through untouched.
+func ExampleMapValuesNullable() {
+	str := serde.String()
+	b := topology.NewBuilder()
+	stock := topology.Table(b, "stock", topology.Consumed(str, serde.Int64()), topology.Materialized[string, int64]("stock-store"))
+	topology.MapValuesNullable(stock.ToStream(), func(item string, n *int64) *string {
+		label := "discontinued"
+		if n != nil {
+			label = fmt.Sprintf("%d in stock", *n)
+		}
+		return &label
+	}).To("stock-labels", topology.Produced(str, str))
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+
+	d, err := streamstest.Open(top)
+	if err != nil {
+		panic(err)
+	}
+	defer d.Close()
+	in := streamstest.Input(d, "stock", str, serde.Int64())
+	in.Pipe("lamp", 3)
+	in.PipeTombstone("lamp")
+	for _, r := range streamstest.Output(d, "stock-labels", str, str).ReadRecords() {
+		fmt.Println(r.Key, r.Value)
+	}
+	// Output:
+	// lamp 3 in stock
+	// lamp discontinued
+}

@@ -36,8 +36,9 @@ import (
 // from the left task itself). The resolver may accept a stale answer whose
 // hash happens to match — the row went back to an earlier value, or was
 // deleted and created again — but the final answer always follows and
-// corrects it. Kafka Streams lets an inner join stay silent when the right
-// row is missing, which leaves such a stale result in place; eddy answers,
+// corrects it. Kafka Streams lets an inner join stay silent when a new row
+// or a new value under the same foreign key finds no right row, which
+// leaves such a stale result in place; eddy answers,
 // and marks the answer quiet: it retracts an existing result but, when the
 // result is materialized and has no row, emits nothing, as Kafka Streams.
 const (
@@ -361,8 +362,12 @@ func (n *fkSendNode[K, V, KO]) Process(r processor.Record[K, change[V]]) {
 		answerSelf(hash, !changed && !n.left)
 		return
 	}
+	// An inner join answers quietly where Kafka Streams stays silent (a
+	// new row, or a new value under the same foreign key, without a right
+	// row); a changed foreign key retracts the old result even without a
+	// right row for the new one, as Kafka Streams.
 	instr := fkPropagateNullIfNone
-	if !n.left {
+	if !n.left && !changed {
 		instr = fkPropagateQuietIfNone
 	}
 	send(newFK, instr, hash)
@@ -440,11 +445,10 @@ type fkForeignNode[KO, VO any] struct {
 }
 
 func (n *fkForeignNode[KO, VO]) Process(r processor.Record[KO, change[VO]]) {
-	// A change with neither value is a right row the cache held back and
-	// that is gone again: a subscription may have been answered with it
-	// meanwhile (through the cache), so subscribers hear, quietly, that
-	// there is no row.
-	quiet := !r.Value.HasNew && !r.Value.HasOld
+	// A change with neither value (a tombstone for a row that did not
+	// exist, or a row the cache held back and that is gone again) answers
+	// every subscriber that there is no row, as Kafka Streams does for the
+	// tombstone: the result is retracted, or a tombstone says there is none.
 	fkb, err := n.kos.Serialize(n.regTopic, r.Key)
 	if err != nil {
 		n.Fail(err)
@@ -464,7 +468,7 @@ func (n *fkForeignNode[KO, VO]) Process(r processor.Record[KO, change[VO]]) {
 		return
 	}
 	for _, s := range subs {
-		n.Forward(processor.Record[[]byte, fkResponse[VO]]{Key: s.pk, Value: fkResponse[VO]{hash: s.hash, value: r.Value.New, found: r.Value.HasNew, quiet: quiet},
+		n.Forward(processor.Record[[]byte, fkResponse[VO]]{Key: s.pk, Value: fkResponse[VO]{hash: s.hash, value: r.Value.New, found: r.Value.HasNew},
 			Timestamp: r.Timestamp, Headers: r.Headers})
 	}
 }

@@ -118,7 +118,9 @@ func (s *KStream[K, V]) filter(pred func(K, V) bool, not bool, name []Named) *KS
 }
 
 // Map turns each record into a record with a new key and value. A stateful
-// operation after it repartitions.
+// operation after it repartitions. A tombstone (a record with a null value,
+// as a table's ToStream carries) stays a tombstone: f is called with the
+// zero value for the new key, and the value it returns is dropped.
 func Map[K, V, K2, V2 any](s *KStream[K, V], f func(K, V) (K2, V2), name ...Named) *KStream[K2, V2] {
 	n := simple[K, V, K2, V2](s.b, s.b.nameOr(nameOf(name), "KSTREAM-MAP-"), s.node,
 		func(base rt.Base, ch []rt.Receiver[K2, V2]) rt.Node {
@@ -128,7 +130,10 @@ func Map[K, V, K2, V2 any](s *KStream[K, V], f func(K, V) (K2, V2), name ...Name
 }
 
 // MapValues turns each record's value into a new value; the key stays, so no
-// repartition follows.
+// repartition follows. Tombstones (records with a null value, as a table's
+// ToStream carries) pass through without calling f, as in Kafka Streams'
+// KTable.mapValues, so a deletion never turns into a zero value; use
+// MapValuesNullable to see or make them.
 func MapValues[K, V, V2 any](s *KStream[K, V], f func(V) V2, name ...Named) *KStream[K, V2] {
 	return MapValuesWithKey(s, func(_ K, v V) V2 { return f(v) }, name...)
 }
@@ -142,8 +147,20 @@ func MapValuesWithKey[K, V, V2 any](s *KStream[K, V], f func(K, V) V2, name ...N
 	return newStream[K, V2](s.b, n, s.keySerde, nil, s.repartitionRequired)
 }
 
+// MapValuesNullable is MapValues for streams that carry tombstones: f gets
+// nil for a tombstone and the value otherwise, and returns nil to forward a
+// tombstone — Kafka Streams' mapValues(v -> v == null ? … : …).
+func MapValuesNullable[K, V, V2 any](s *KStream[K, V], f func(key K, value *V) *V2, name ...Named) *KStream[K, V2] {
+	n := simple[K, V, K, V2](s.b, s.b.nameOr(nameOf(name), "KSTREAM-MAPVALUES-"), s.node,
+		func(base rt.Base, ch []rt.Receiver[K, V2]) rt.Node {
+			return &mapNullableNode[K, V, V2]{base, rt.Forwarder[K, V2]{Children: ch}, f}
+		})
+	return newStream[K, V2](s.b, n, s.keySerde, nil, s.repartitionRequired)
+}
+
 // FlatMap turns each record into zero or more records, each with the input's
-// timestamp and headers.
+// timestamp and headers. For a tombstone, f is called with the zero value
+// and each record it returns is forwarded as a tombstone of its key.
 func FlatMap[K, V, K2, V2 any](s *KStream[K, V], f func(K, V) []KeyValue[K2, V2], name ...Named) *KStream[K2, V2] {
 	n := simple[K, V, K2, V2](s.b, s.b.nameOr(nameOf(name), "KSTREAM-FLATMAP-"), s.node,
 		func(base rt.Base, ch []rt.Receiver[K2, V2]) rt.Node {
@@ -153,6 +170,7 @@ func FlatMap[K, V, K2, V2 any](s *KStream[K, V], f func(K, V) []KeyValue[K2, V2]
 }
 
 // FlatMapValues turns each value into zero or more values under the same key.
+// A tombstone passes through once, without calling f.
 func FlatMapValues[K, V, V2 any](s *KStream[K, V], f func(V) []V2, name ...Named) *KStream[K, V2] {
 	return FlatMapValuesWithKey(s, func(_ K, v V) []V2 { return f(v) }, name...)
 }

@@ -48,6 +48,12 @@ type mapNode[K, V, K2, V2 any] struct {
 
 func (n *mapNode[K, V, K2, V2]) Process(r processor.Record[K, V]) {
 	k, v := n.f(r.Key, r.Value)
+	if r.NullValue {
+		// A tombstone stays one: f gives the new key, its value is dropped.
+		var zero V2
+		n.Forward(processor.Record[K2, V2]{Key: k, Value: zero, NullValue: true, Timestamp: r.Timestamp, Headers: r.Headers})
+		return
+	}
 	n.Forward(processor.Record[K2, V2]{Key: k, Value: v, Timestamp: r.Timestamp, Headers: r.Headers})
 }
 
@@ -58,7 +64,29 @@ type mapValuesNode[K, V, V2 any] struct {
 }
 
 func (n *mapValuesNode[K, V, V2]) Process(r processor.Record[K, V]) {
+	if r.NullValue { // passes through; f never sees a tombstone
+		n.Forward(processor.Record[K, V2]{Key: r.Key, NullValue: true, Timestamp: r.Timestamp, Headers: r.Headers})
+		return
+	}
 	n.Forward(processor.Record[K, V2]{Key: r.Key, Value: n.f(r.Key, r.Value), Timestamp: r.Timestamp, Headers: r.Headers})
+}
+
+type mapNullableNode[K, V, V2 any] struct {
+	rt.Base
+	rt.Forwarder[K, V2]
+	f func(K, *V) *V2
+}
+
+func (n *mapNullableNode[K, V, V2]) Process(r processor.Record[K, V]) {
+	var in *V
+	if !r.NullValue {
+		in = &r.Value
+	}
+	out := processor.Record[K, V2]{Key: r.Key, NullValue: true, Timestamp: r.Timestamp, Headers: r.Headers}
+	if v := n.f(r.Key, in); v != nil {
+		out.Value, out.NullValue = *v, false
+	}
+	n.Forward(out)
 }
 
 type flatMapNode[K, V, K2, V2 any] struct {
@@ -69,7 +97,12 @@ type flatMapNode[K, V, K2, V2 any] struct {
 
 func (n *flatMapNode[K, V, K2, V2]) Process(r processor.Record[K, V]) {
 	for _, kv := range n.f(r.Key, r.Value) {
-		n.Forward(processor.Record[K2, V2]{Key: kv.Key, Value: kv.Value, Timestamp: r.Timestamp, Headers: r.Headers})
+		out := processor.Record[K2, V2]{Key: kv.Key, Value: kv.Value, Timestamp: r.Timestamp, Headers: r.Headers}
+		if r.NullValue { // each key f gives gets the tombstone
+			var zero V2
+			out.Value, out.NullValue = zero, true
+		}
+		n.Forward(out)
 	}
 }
 
@@ -80,6 +113,10 @@ type flatMapValuesNode[K, V, V2 any] struct {
 }
 
 func (n *flatMapValuesNode[K, V, V2]) Process(r processor.Record[K, V]) {
+	if r.NullValue { // passes through, once; f never sees a tombstone
+		n.Forward(processor.Record[K, V2]{Key: r.Key, NullValue: true, Timestamp: r.Timestamp, Headers: r.Headers})
+		return
+	}
 	for _, v := range n.f(r.Key, r.Value) {
 		n.Forward(processor.Record[K, V2]{Key: r.Key, Value: v, Timestamp: r.Timestamp, Headers: r.Headers})
 	}

@@ -12,7 +12,8 @@ import (
 // SessionWindows group a key's records into sessions: records closer than
 // the inactivity gap join one session, which grows, and merges with its
 // neighbours, as records arrive. A session closes when stream time passes
-// its end plus grace.
+// its end plus the gap plus grace (as in Kafka Streams); a record whose
+// merged session would end before that is late.
 type SessionWindows struct {
 	gap, grace int64
 }
@@ -142,7 +143,10 @@ func (n *sessionNode[K, V, VA]) Process(r processor.Record[K, V]) {
 		return
 	}
 	streamTime := n.T.StreamTime()
-	closeTime := streamTime - n.w.grace
+	// As Kafka Streams: a merged session is too late once it ended more
+	// than grace plus the gap before stream time (the point where
+	// emit-on-close closes it), not grace alone.
+	closeTime := streamTime - n.w.grace - n.w.gap
 	ts := r.Timestamp
 	merged, err := n.store.FindSessions(r.Key, ts-n.w.gap, ts+n.w.gap, streamTime)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 )
 
 // Parity with Kafka Streams: each scenario is built here with eddy and in
-// parity/ with Kafka Streams 4.1; scripts/parity.sh ran the Kafka Streams
+// parity/ with Kafka Streams 4.4.0; scripts/parity.sh ran the Kafka Streams
 // side on its TopologyTestDriver (caching off) and wrote what it emitted to
 // testdata/parity/<name>.out. eddy's driver, fed the same <name>.in, must
 // describe the topology identically and emit the same records — keys,

@@ -1,0 +1,83 @@
+package streamstest_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eddy-go/eddy/serde"
+	"github.com/eddy-go/eddy/streams/streamstest"
+	"github.com/eddy-go/eddy/topology"
+)
+
+// Tombstones on a stream (here a session count's ToStream: a merge deletes
+// the sessions it replaces) stay tombstones through Map, MapValues and
+// FlatMapValues, which never hand a mapper the zero value of a deletion;
+// MapValuesNullable sees them as nil and can make them.
+func TestTombstonesThroughValueMappers(t *testing.T) {
+	str, i64 := serde.String(), serde.Int64()
+	b := topology.NewBuilder()
+	sessions := topology.SessionCount(topology.Stream(b, "in", topology.Consumed(str, str)).GroupByKey().
+		WindowedBySession(topology.Sessions(10*time.Second, 0))).ToStream()
+	var seen []string
+	keyed := topology.Map(sessions, func(k serde.Windowed[string], n int64) (string, int64) {
+		return fmt.Sprintf("%s@%d", k.Key, k.Window.Start), n
+	})
+	topology.MapValues(keyed, func(n int64) string {
+		seen = append(seen, fmt.Sprint(n))
+		return fmt.Sprint(n)
+	}).To("mapped", topology.Produced(str, str))
+	topology.FlatMapValues(keyed, func(n int64) []int64 { return []int64{n, n * 10} }).To("flat", topology.Produced(str, i64))
+	topology.MapValuesNullable(keyed, func(_ string, n *int64) *string {
+		s := "deleted"
+		if n != nil {
+			s = fmt.Sprint(*n)
+		}
+		if s == "1" {
+			return nil // and a value turned into a tombstone
+		}
+		return &s
+	}).To("nullable", topology.Produced(str, str))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := streamstest.New(t, top, streamstest.Options{CacheMaxBytes: -1})
+	in := streamstest.Input(d, "in", str, str)
+	in.PipeAt("a", "x", 1000)
+	in.PipeAt("a", "x", 5000) // merges: the session at 1000 is deleted
+
+	read := func(topic string) string {
+		var got []string
+		for _, r := range streamstest.Output(d, topic, str, str).ReadRecords() {
+			v := r.Value
+			if r.NullValue {
+				v = "<tombstone>"
+			}
+			got = append(got, r.Key+"="+v)
+		}
+		return strings.Join(got, ", ")
+	}
+	if got, want := read("mapped"), "a@1000=1, a@1000=<tombstone>, a@1000=2"; got != want {
+		t.Errorf("MapValues: got %q, want %q", got, want)
+	}
+	if !slices.Equal(seen, []string{"1", "2"}) {
+		t.Errorf("MapValues' mapper saw %v, want only the two counts", seen)
+	}
+	var flat []string
+	for _, r := range streamstest.Output(d, "flat", str, i64).ReadRecords() {
+		v := fmt.Sprint(r.Value)
+		if r.NullValue {
+			v = "<tombstone>"
+		}
+		flat = append(flat, r.Key+"="+v)
+	}
+	if got, want := strings.Join(flat, ", "), "a@1000=1, a@1000=10, a@1000=<tombstone>, a@1000=2, a@1000=20"; got != want {
+		t.Errorf("FlatMapValues: got %q, want %q", got, want)
+	}
+	if got, want := read("nullable"), "a@1000=<tombstone>, a@1000=deleted, a@1000=2"; got != want {
+		t.Errorf("MapValuesNullable: got %q, want %q", got, want)
+	}
+}
