@@ -134,15 +134,6 @@ type Config struct {
 	ApplicationServer string
 }
 
-// managed are client properties eddy sets and a user may not override.
-var managed = map[string]bool{
-	"group.id": true, "group.instance.id": true, "transactional.id": true,
-	"enable.auto.commit": true, "enable.auto.offset.store": true, "isolation.level": true,
-	"partition.assignment.strategy": true, "enable.idempotence": true, "bootstrap.servers": true,
-	"go.delivery.reports": true, "go.delivery.report.fields": true, "go.events.channel.enable": true,
-	"go.application.rebalance.enable": true, "enable.partition.eof": true,
-}
-
 var validID = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
 
 // ensureDefaults fills zero fields with defaults.

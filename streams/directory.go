@@ -78,20 +78,13 @@ func compareStrings(a, b string) int {
 func (a *App) runDirectory(ctx context.Context, d *directory, processID string) {
 	topic := directoryTopic(a.cfg.ApplicationID)
 	log := a.log.With(zap.String("topic", topic))
-	prod, err := kclient.NewProducer(a.clientConfig(kclient.Config{
-		"bootstrap.servers": a.cfg.BootstrapServers, "acks": "all", "linger.ms": 0,
-		"client.id": a.cfg.ApplicationID + "-directory-producer",
-	}))
+	prod, err := kclient.NewProducer(a.clientConfig(a.directoryProducerConfig()))
 	if err != nil {
 		log.Error("instance directory: creating the producer; other instances will not find this one", zap.Error(err))
 		return
 	}
 	defer prod.Close()
-	cons, err := kclient.NewConsumer(a.clientConfig(kclient.Config{
-		"bootstrap.servers": a.cfg.BootstrapServers, "group.id": a.cfg.ApplicationID + "-directory",
-		"enable.auto.commit": false, "auto.offset.reset": "earliest", "isolation.level": "read_uncommitted",
-		"client.id": a.cfg.ApplicationID + "-directory-consumer",
-	}))
+	cons, err := kclient.NewConsumer(a.clientConfig(a.directoryConsumerConfig()))
 	if err != nil {
 		log.Error("instance directory: creating the consumer; queries will not be forwarded", zap.Error(err))
 		return
