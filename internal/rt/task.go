@@ -3,8 +3,6 @@ package rt
 import (
 	"errors"
 	"fmt"
-	"runtime/debug"
-	"strconv"
 	"sync/atomic"
 
 	"go.uber.org/zap"
@@ -59,41 +57,6 @@ type OutRecord struct {
 type Collector interface {
 	Send(task *Task, rec *OutRecord) error
 }
-
-// The record-error types are public, in package processor; the runtime
-// uses them under these names.
-type (
-	ErrorKind   = processor.ErrorKind
-	ErrorAction = processor.ErrorAction
-	RecordError = processor.RecordError
-)
-
-// The record-error kinds and handler actions, under the runtime's names.
-const (
-	ErrDeserialization = processor.DeserializationError
-	ErrProcessing      = processor.ProcessingError
-	ErrProduction      = processor.ProductionError
-
-	ActionFail       = processor.Fail
-	ActionContinue   = processor.Continue
-	ActionDeadLetter = processor.DeadLetter
-)
-
-// Handlers decide what happens to failed records. A nil handler fails.
-type Handlers struct {
-	Handle func(e *RecordError) ErrorAction
-	// DeadLetterTopic receives records the handler dead-letters.
-	DeadLetterTopic string
-}
-
-// Dead-letter headers (processor's).
-const (
-	HeaderErrorClass     = processor.HeaderErrorClass
-	HeaderErrorMessage   = processor.HeaderErrorMessage
-	HeaderErrorTopic     = processor.HeaderErrorTopic
-	HeaderErrorPartition = processor.HeaderErrorPartition
-	HeaderErrorOffset    = processor.HeaderErrorOffset
-)
 
 // TaskConfig is what a runtime gives NewTask.
 type TaskConfig struct {
@@ -383,14 +346,6 @@ func (t *Task) Process(r *RawRecord) error {
 	return t.punctuate(&t.punctStream, t.streamTime)
 }
 
-// PunctuateWallClock fires the wall-clock punctuators due at now.
-func (t *Task) PunctuateWallClock(now int64) error {
-	if t.err != nil {
-		return t.err
-	}
-	return t.punctuate(&t.punctWall, now)
-}
-
 // Flush writes every store's cached writes down (forwarding what caching
 // held back), upstream stores first.
 func (t *Task) Flush() error {
@@ -514,61 +469,6 @@ func (t *Task) RecordMetadata() (processor.RecordMetadata, bool) {
 	return t.cur.meta, t.inRecord
 }
 
-// HandleError routes a failed record to the handlers: Continue counts and
-// logs it, DeadLetter also writes its bytes to the dead-letter topic, Fail
-// (the default) makes the task fail with it (Process and Flush then return
-// the error).
-func (t *Task) HandleError(kind ErrorKind, node string, err error) {
-	e := &RecordError{Kind: kind, Task: t.id, Node: node, Offset: -1, Timestamp: t.cur.timestamp, Err: err}
-	if t.inRecord {
-		e.Topic, e.Partition, e.Offset = t.cur.meta.Topic, t.cur.meta.Partition, t.cur.meta.Offset
-		if t.curRaw != nil {
-			e.Key, e.Value = t.curRaw.Key, t.curRaw.Value
-		}
-	}
-	action := ActionFail
-	if t.cfg.Handlers.Handle != nil {
-		action = t.cfg.Handlers.Handle(e)
-	}
-	switch action {
-	case ActionContinue:
-		t.Counters.Skipped.Add(1)
-		t.Log.Warn("skipping a failed record", zap.Error(e), zap.String("topic", e.Topic),
-			zap.Int32("partition", e.Partition), zap.Int64("offset", e.Offset))
-	case ActionDeadLetter:
-		if t.cfg.Handlers.DeadLetterTopic == "" || !t.inRecord {
-			t.fail(fmt.Errorf("%w (dead-letter asked, but no dead-letter topic or no input record)", e))
-			return
-		}
-		t.Counters.DeadLettered.Add(1)
-		t.Log.Warn("dead-lettering a failed record", zap.Error(e), zap.String("topic", e.Topic),
-			zap.Int32("partition", e.Partition), zap.Int64("offset", e.Offset), zap.String("dead_letter_topic", t.cfg.Handlers.DeadLetterTopic))
-		t.Send(&OutRecord{
-			Topic: t.cfg.Handlers.DeadLetterTopic, Partition: -1,
-			Key: e.Key, Value: e.Value, Timestamp: e.Timestamp,
-			Headers: append(append(processor.Headers{}, t.cur.headers...),
-				processor.Header{Key: HeaderErrorClass, Value: []byte(errorClass(e))},
-				processor.Header{Key: HeaderErrorMessage, Value: []byte(e.Err.Error())},
-				processor.Header{Key: HeaderErrorTopic, Value: []byte(e.Topic)},
-				processor.Header{Key: HeaderErrorPartition, Value: []byte(strconv.Itoa(int(e.Partition)))},
-				processor.Header{Key: HeaderErrorOffset, Value: []byte(strconv.FormatInt(e.Offset, 10))},
-			),
-		})
-	default:
-		t.fail(e)
-	}
-}
-
-// errorClass names the error's kind and Go type: that of the cause a
-// serde or wrapper error carries, else the error's own.
-func errorClass(e *RecordError) string {
-	err := e.Err
-	if inner := errors.Unwrap(err); inner != nil {
-		err = inner
-	}
-	return fmt.Sprintf("%s:%T", e.Kind, err)
-}
-
 // changelogWriter sends a store's writes to its changelog partition: the
 // partition number of the task.
 type changelogWriter struct {
@@ -581,105 +481,4 @@ type changelogWriter struct {
 func (c *changelogWriter) Log(key, value []byte, ts int64) {
 	c.out = OutRecord{Topic: c.topic, Partition: c.t.id.Partition, Key: key, Value: value, Timestamp: ts, Store: c.store}
 	c.t.Send(&c.out)
-}
-
-// schedule is one punctuator.
-type schedule struct {
-	node      string
-	next      int64
-	interval  int64
-	fn        processor.Punctuator
-	cancelled bool
-	setCur    func()
-}
-
-func (s *schedule) Cancel() { s.cancelled = true }
-
-// punctuate fires due schedules of one clock, as Kafka Streams: a schedule
-// due at or before now fires once with now, then moves to its next multiple
-// of the interval after now.
-func (t *Task) punctuate(list *[]*schedule, now int64) error {
-	for _, s := range *list {
-		if s.cancelled || s.next > now {
-			continue
-		}
-		saved, savedIn := t.cur, t.inRecord
-		t.cur = recordContext{timestamp: now, meta: processor.RecordMetadata{Offset: -1}}
-		t.inRecord = false
-		err := safeCall(func() error { return s.fn(now) })
-		t.cur, t.inRecord = saved, savedIn
-		if err != nil {
-			t.HandleError(ErrProcessing, s.node, err)
-		}
-		next := s.next + s.interval
-		if now >= next {
-			next = now - (now-s.next)%s.interval + s.interval
-		}
-		s.next = next
-		if t.err != nil {
-			return t.err
-		}
-	}
-	kept := (*list)[:0]
-	for _, s := range *list {
-		if !s.cancelled {
-			kept = append(kept, s)
-		}
-	}
-	*list = kept
-	return nil
-}
-
-// schedule adds a punctuator for a node.
-func (t *Task) schedule(node string, interval int64, typ processor.PunctuationType, fn processor.Punctuator) (processor.Cancellable, error) {
-	if interval <= 0 {
-		return nil, fmt.Errorf("task %s: %s: punctuation interval must be at least 1ms, got %dms", t.id, node, interval)
-	}
-	s := &schedule{node: node, interval: interval, fn: fn}
-	if typ == processor.WallClockTime {
-		now := int64(0)
-		if t.cfg.WallClock != nil {
-			now = t.cfg.WallClock()
-		}
-		s.next = now + interval
-		t.punctWall = append(t.punctWall, s)
-	} else {
-		s.next = 0 // fires as soon as there is data, aligned to 0
-		t.punctStream = append(t.punctStream, s)
-	}
-	return s, nil
-}
-
-// processSafely runs a record through the task's nodes; a panic in user
-// code (a DSL function) goes to the error handler as a processing error.
-func (t *Task) processSafely(src SourceNode, r *RawRecord) {
-	defer func() {
-		if p := recover(); p != nil {
-			t.HandleError(ErrProcessing, "", panicError(p))
-		}
-	}()
-	src.ProcessRaw(r)
-}
-
-// PanicError is a panic recovered in user code, with the stack where it
-// happened.
-type PanicError struct {
-	Value any
-	Stack string
-}
-
-func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
-
-func panicError(p any) error {
-	return &PanicError{Value: p, Stack: string(debug.Stack())}
-}
-
-// safeCall runs user code, turning a panic into an error.
-func safeCall(f func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = panicError(r)
-		}
-	}()
-	return f()
 }
