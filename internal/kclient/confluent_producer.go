@@ -1,0 +1,219 @@
+package kclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/eddy-go/eddy/internal/rt"
+)
+
+type producer struct {
+	p    *kafka.Producer
+	done chan struct{}
+	// inflight counts records produced whose delivery report has not been
+	// read yet.
+	inflight atomic.Int64
+
+	mu   sync.Mutex    // guards the fields below
+	err  error         // the first delivery failure not yet reported
+	last map[TP]int64  // offset of the last record delivered, by partition
+	wake chan struct{} // closed when inflight reaches 0, for WaitDelivered
+}
+
+// NewProducer returns a librdkafka producer; a goroutine drains its
+// delivery reports (without keys, values or headers), keeps the first
+// failure for DeliveryErr and the last offset delivered to each partition
+// for LastOffsets. (librdkafka's delivery.report.only.error would spare the
+// reports of successes, but the Go client refuses it, and the offsets are
+// wanted.)
+func NewProducer(cfg Config) (Producer, error) {
+	cfg = maps.Clone(cfg)
+	cfg["go.delivery.reports"] = true
+	cfg["go.delivery.report.fields"] = "none"
+	// The Go client makes both channels with a million slots (16 MiB
+	// each) by default: the produce channel is never used (Produce is),
+	// and delivery reports are drained as they come.
+	cfg["go.produce.channel.size"] = 1
+	cfg["go.events.channel.size"] = 100_000
+	p, err := kafka.NewProducer(cfg.cm())
+	if err != nil {
+		return nil, err
+	}
+	pr := &producer{p: p, done: make(chan struct{}), last: map[TP]int64{}}
+	go pr.drain()
+	return pr, nil
+}
+
+func (p *producer) drain() {
+	defer close(p.done)
+	for ev := range p.p.Events() {
+		var err error
+		switch e := ev.(type) {
+		case *kafka.Message:
+			if e.TopicPartition.Error != nil {
+				err = fmt.Errorf("delivery to %s failed: %w", fromKTP(e.TopicPartition), classify(e.TopicPartition.Error))
+			}
+			p.mu.Lock()
+			if err == nil {
+				tp := fromKTP(e.TopicPartition)
+				if off, ok := p.last[tp]; !ok || int64(e.TopicPartition.Offset) > off {
+					p.last[tp] = int64(e.TopicPartition.Offset)
+				}
+			}
+			if p.inflight.Add(-1) == 0 && p.wake != nil {
+				close(p.wake)
+				p.wake = nil
+			}
+			p.mu.Unlock()
+		case kafka.Error:
+			if e.IsFatal() {
+				err = fmt.Errorf("%w: %v", ErrFatal, e)
+			}
+		}
+		if err != nil {
+			p.mu.Lock()
+			if p.err == nil {
+				p.err = err
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+func (p *producer) Produce(rec *rt.OutRecord) error {
+	topic := rec.Topic
+	msg := &kafka.Message{
+		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+		Key:            rec.Key,
+		Value:          rec.Value,
+	}
+	if rec.Partition >= 0 {
+		msg.TopicPartition.Partition = rec.Partition
+	}
+	if rec.Timestamp >= 0 {
+		msg.Timestamp = time.UnixMilli(rec.Timestamp)
+	}
+	if len(rec.Headers) > 0 {
+		msg.Headers = make([]kafka.Header, len(rec.Headers))
+		for i, h := range rec.Headers {
+			msg.Headers[i] = kafka.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	p.inflight.Add(1)
+	for {
+		err := p.p.Produce(msg, nil)
+		if err != nil {
+			// Not enqueued: no delivery report will come for it.
+			p.inflight.Add(-1)
+		}
+		var kerr kafka.Error
+		if errors.As(err, &kerr) {
+			if kerr.Code() == kafka.ErrQueueFull {
+				p.p.Flush(10) // wait for room in librdkafka's queue
+				p.inflight.Add(1)
+				continue
+			}
+			if kerr.Code() == kafka.ErrFenced || kerr.Code() == kafka.ErrProducerFenced {
+				return fmt.Errorf("%w: %w: %v", ErrFatal, ErrFenced, err)
+			}
+			if kerr.IsFatal() || kerr.Code() == kafka.ErrFatal {
+				return fmt.Errorf("%w: %v", ErrFatal, err)
+			}
+		}
+		return err
+	}
+}
+
+// WaitDelivered waits on the count of outstanding delivery reports rather
+// than confluent-kafka-go's Flush, which polls its event queue for the whole
+// of its time slice while another goroutine reads the reports: measured,
+// Flush(100) returned after ~100 ms for records delivered in 12–13 ms.
+func (p *producer) WaitDelivered(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		if p.inflight.Load() <= 0 {
+			err := p.err
+			p.mu.Unlock()
+			return err
+		}
+		if p.wake == nil {
+			p.wake = make(chan struct{})
+		}
+		wake := p.wake
+		p.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %d delivery reports: %w", p.inflight.Load(), ctx.Err())
+		}
+	}
+}
+
+// LastOffsets implements Producer.
+func (p *producer) LastOffsets() map[TP]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.last
+	p.last = make(map[TP]int64, len(out))
+	return out
+}
+
+func (p *producer) DeliveryErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	err := p.err
+	p.err = nil
+	return err
+}
+
+func txnErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var kerr kafka.Error
+	if errors.As(err, &kerr) {
+		// Abortable and fatal errors are never retried: the transaction
+		// (or the producer) is done for, whatever the cause.
+		abortable, fatal := kerr.TxnRequiresAbort(), kerr.IsFatal()
+		fenced := kerr.Code() == kafka.ErrFenced || kerr.Code() == kafka.ErrProducerFenced || kerr.Code() == kafka.ErrInvalidProducerEpoch
+		return &TxnError{Op: op, Abortable: abortable, Fatal: fatal, Fenced: fenced,
+			Retriable: !abortable && !fatal && (kerr.IsRetriable() || kerr.IsTimeout() || transientCodes[kerr.Code()]), Err: err}
+	}
+	return &TxnError{Op: op, Retriable: errors.Is(err, context.DeadlineExceeded), Err: err}
+}
+
+func (p *producer) InitTransactions(ctx context.Context) error {
+	return txnErr("InitTransactions", p.p.InitTransactions(ctx))
+}
+
+func (p *producer) BeginTransaction() error {
+	return txnErr("BeginTransaction", p.p.BeginTransaction())
+}
+
+func (p *producer) SendOffsets(ctx context.Context, offsets map[TP]int64, meta map[TP]string, gm any) error {
+	group, ok := gm.(*kafka.ConsumerGroupMetadata)
+	if !ok {
+		return &TxnError{Op: "SendOffsetsToTransaction", Err: fmt.Errorf("group metadata is %T", gm)}
+	}
+	return txnErr("SendOffsetsToTransaction", p.p.SendOffsetsToTransaction(ctx, withOffsets(offsets, meta), group))
+}
+
+func (p *producer) CommitTransaction(ctx context.Context) error {
+	return txnErr("CommitTransaction", p.p.CommitTransaction(ctx))
+}
+
+func (p *producer) AbortTransaction(ctx context.Context) error {
+	return txnErr("AbortTransaction", p.p.AbortTransaction(ctx))
+}
+
+func (p *producer) Close() {
+	p.p.Close()
+	<-p.done
+}
