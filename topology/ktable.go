@@ -207,6 +207,15 @@ func (t *KTable[K, V]) ToStream(name ...Named) *KStream[K, V] {
 	return newStream(t.b, n, t.keySerde, t.valueSerde, false)
 }
 
+// TableToStream is ToStream with a new key for each record, computed by f
+// from the table's key and value (the zero value for a deletion, which
+// stays a deletion): Kafka Streams' toStream(KeyValueMapper), which is
+// toStream().selectKey(mapper) and names its nodes the same way. A
+// stateful operation after it repartitions.
+func TableToStream[K, V, K2 any](t *KTable[K, V], f func(K, V) K2, name ...Named) *KStream[K2, V] {
+	return SelectKey(t.ToStream(), f, name...)
+}
+
 // KGroupedTable is a table re-keyed for aggregation.
 type KGroupedTable[K, V any] struct {
 	b          *Builder

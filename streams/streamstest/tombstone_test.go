@@ -81,3 +81,31 @@ func TestTombstonesThroughValueMappers(t *testing.T) {
 		t.Errorf("MapValuesNullable: got %q, want %q", got, want)
 	}
 }
+
+// TableToStream re-keys a table's changes, deletions included.
+func TestTableToStreamRekeys(t *testing.T) {
+	str := serde.String()
+	b := topology.NewBuilder()
+	users := topology.Table(b, "users", topology.Consumed(str, str), topology.Materialized[string, string]("users-store"))
+	topology.TableToStream(users, func(id, region string) string { return "user/" + id }).
+		To("out", topology.Produced(str, str))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := streamstest.New(t, top, streamstest.Options{CacheMaxBytes: -1})
+	in := streamstest.Input(d, "users", str, str)
+	in.Pipe("u1", "eu")
+	in.PipeTombstone("u1")
+	var got []string
+	for _, r := range streamstest.Output(d, "out", str, str).ReadRecords() {
+		v := r.Value
+		if r.NullValue {
+			v = "<tombstone>"
+		}
+		got = append(got, r.Key+"="+v)
+	}
+	if g, want := strings.Join(got, ", "), "user/u1=eu, user/u1=<tombstone>"; g != want {
+		t.Fatalf("got %q, want %q", g, want)
+	}
+}
