@@ -327,7 +327,16 @@ func (n *fkSendNode[K, V, KO]) Process(r processor.Record[K, change[V]]) {
 			Timestamp: r.Timestamp, Headers: r.Headers})
 	}
 	if !c.HasNew {
-		if hasOld {
+		if hasOld && n.left {
+			// As Kafka Streams: a left join retracts a deleted row at
+			// once (at the deletion's time) and only forgets the
+			// subscription on the right.
+			send(oldFK, fkDeleteNoPropagate, nil)
+			answerSelf(nil, false)
+		} else if hasOld {
+			// An inner join's retraction comes back from the right
+			// side, at the later of the deletion's and the right row's
+			// time (Kafka Streams' result timestamp).
 			send(oldFK, fkDeleteAndPropagate, nil)
 		} else {
 			// The row had no foreign key, or, as far as this table
@@ -352,6 +361,13 @@ func (n *fkSendNode[K, V, KO]) Process(r processor.Record[K, change[V]]) {
 		}
 	}
 	changed := hasOld && (!hasNew || !bytes.Equal(oldFKB, newFKB))
+	if changed && !hasNew && !n.left {
+		// An inner join's row losing its foreign key: the retraction
+		// comes back from the old right row, at the later of the two
+		// times, as Kafka Streams.
+		send(oldFK, fkDeleteAndPropagate, hash)
+		return
+	}
 	if changed {
 		send(oldFK, fkDeleteNoPropagate, hash)
 	}
@@ -412,7 +428,15 @@ func (n *fkReceiveNode[KO, VO]) Process(r processor.Record[KO, fkSubscription]) 
 			return
 		}
 		if s.instruction == fkDeleteAndPropagate {
-			n.Forward(processor.Record[[]byte, fkResponse[VO]]{Key: s.primaryKey, Value: fkResponse[VO]{}, Timestamp: r.Timestamp, Headers: r.Headers})
+			_, ts, found, err := n.get(r.Key)
+			if err != nil {
+				n.Fail(err)
+				return
+			}
+			if !found {
+				ts = r.Timestamp
+			}
+			n.Forward(processor.Record[[]byte, fkResponse[VO]]{Key: s.primaryKey, Value: fkResponse[VO]{hash: s.hash}, Timestamp: max(r.Timestamp, ts), Headers: r.Headers})
 		}
 		return
 	case fkPropagateNullIfNone, fkPropagateQuietIfNone:

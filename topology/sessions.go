@@ -1,6 +1,8 @@
 package topology
 
 import (
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/eddy-go/eddy/internal/rt"
@@ -223,6 +225,11 @@ func (n *sessionNode[K, V, VA]) emitClosed(closeTime int64) (pending bool) {
 		n.Fail(err)
 		return true
 	}
+	// In Kafka Streams' order: by end, then start (its time-ordered
+	// session store's key layout); the store orders by end, then key.
+	slices.SortStableFunc(entries, func(a, b stores.KeyWindowEntry[K, stores.ValueAndTimestamp[VA]]) int {
+		return cmp.Or(cmp.Compare(a.End, b.End), cmp.Compare(a.Start, b.Start))
+	})
 	for _, e := range entries {
 		n.fw.Forward(processor.Record[serde.Windowed[K], change[VA]]{
 			Key:   serde.Windowed[K]{Key: e.Key, Window: serde.Window{Start: e.Start, End: e.End}},

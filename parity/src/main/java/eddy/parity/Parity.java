@@ -299,17 +299,35 @@ public final class Parity {
         }, outs("inner", "string", "left", "string", "outer", "string")));
     }
 
+    // Parity DIR [scenario…]: runs the named scenarios (default: all) on
+    // DIR/<name>.in, writing DIR/<name>.out. Parity DIR --random: every
+    // DIR/<scenario>@<seed>.in (random inputs written by the Go side).
     public static void main(String[] args) throws IOException {
         Path dir = Path.of(args[0]);
-        List<String> names = args.length > 1 ? Arrays.asList(args).subList(1, args.length) : new ArrayList<>(SCENARIOS.keySet());
-        for (String name : names) {
-            Scenario sc = SCENARIOS.get(name);
-            if (sc == null) throw new IllegalArgumentException("no scenario " + name);
-            run(name, sc, dir);
+        List<String> names;
+        boolean quiet = false;
+        if (args.length > 1 && args[1].equals("--random")) {
+            names = new ArrayList<>();
+            try (var files = Files.list(dir)) {
+                files.map(f -> f.getFileName().toString())
+                    .filter(f -> f.endsWith(".in") && f.contains("@"))
+                    .sorted()
+                    .forEach(f -> names.add(f.substring(0, f.length() - 3)));
+            }
+            quiet = true;
+        } else {
+            names = args.length > 1 ? Arrays.asList(args).subList(1, args.length) : new ArrayList<>(SCENARIOS.keySet());
         }
+        for (String name : names) {
+            String base = name.contains("@") ? name.substring(0, name.indexOf('@')) : name;
+            Scenario sc = SCENARIOS.get(base);
+            if (sc == null) throw new IllegalArgumentException("no scenario " + base);
+            run(name, sc, dir, quiet);
+        }
+        if (quiet) System.out.println("parity: wrote " + names.size() + " outputs of random inputs in " + dir);
     }
 
-    static void run(String name, Scenario sc, Path dir) throws IOException {
+    static void run(String name, Scenario sc, Path dir, boolean quiet) throws IOException {
         StreamsBuilder b = new StreamsBuilder();
         sc.build.accept(b);
         Topology top = b.build();
@@ -344,6 +362,6 @@ public final class Parity {
             }
         }
         Files.writeString(dir.resolve(name + ".out"), out.toString(), StandardCharsets.UTF_8);
-        System.out.println("parity: wrote " + name + ".out");
+        if (!quiet) System.out.println("parity: wrote " + name + ".out");
     }
 }
