@@ -29,7 +29,8 @@ type scenario struct {
 	outputs []parityOut
 	// describeDiffers says why eddy's description differs from Kafka
 	// Streams' for this scenario (only the output is compared then).
-	describeDiffers string}
+	describeDiffers string
+}
 
 type parityOut struct {
 	topic string
