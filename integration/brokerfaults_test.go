@@ -229,7 +229,28 @@ func (p *progress) waitResumed(t *testing.T, back time.Time, total int64, timeou
 	for _, w := range workers {
 		w.cmd.Process.Signal(syscall.SIGQUIT)
 	}
-	time.Sleep(2 * time.Second)
+	// Wait (up to 10s) until every log holds a dump that stopped growing.
+	size := func(w *worker) int64 {
+		b, err := os.ReadFile(w.log)
+		if err != nil || !strings.Contains(string(b), "goroutine ") {
+			return -1
+		}
+		return int64(len(b))
+	}
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
+		before := make([]int64, len(workers))
+		for i, w := range workers {
+			before[i] = size(w)
+		}
+		time.Sleep(200 * time.Millisecond) // poll interval
+		settled := true
+		for i, w := range workers {
+			settled = settled && before[i] >= 0 && size(w) == before[i]
+		}
+		if settled {
+			break
+		}
+	}
 	for _, w := range workers {
 		if b, err := os.ReadFile(w.log); err == nil {
 			if i := strings.Index(string(b), "goroutine "); i >= 0 {
