@@ -131,7 +131,7 @@ func (th *Thread) startRestore(ctx context.Context) error {
 // crashed owner's open transaction is aborted only when it times out. Until
 // then the last stable offset would stop short of committed state.
 func (th *Thread) stableEnds(ctx context.Context, tps []kclient.TP) (start, end map[kclient.TP]int64, err error) {
-	waitingSince := time.Now()
+	began, lastLog := time.Now(), time.Now()
 	for {
 		var hwm map[kclient.TP]int64
 		err = retry(ctx, &th.Health, th.log, "reading changelog end offsets", func() error {
@@ -161,9 +161,17 @@ func (th *Thread) stableEnds(ctx context.Context, tps []kclient.TP) (start, end 
 		if pending == 0 {
 			return start, end, nil
 		}
-		if time.Since(waitingSince) > 2*time.Second {
+		switch waited := time.Since(began); {
+		case waited > 2*time.Minute && time.Since(lastLog) > 30*time.Second:
+			// No transaction may last that long (transaction.max.timeout.ms
+			// is 15 minutes, eddy's own transactions time out after 10 s):
+			// say what the operator can look at.
+			lastLog = time.Now()
+			th.log.Warn("a transaction on changelogs stays open far longer than transactions last; the brokers may hold a hanging transaction (see kafka-transactions.sh find-hanging); waiting",
+				zap.Int("partitions", pending), zap.Duration("for", waited.Round(time.Second)))
+		case waited <= 2*time.Minute && time.Since(lastLog) > 2*time.Second:
+			lastLog = time.Now()
 			th.log.Info("waiting for transactions on changelogs to complete", zap.Int("partitions", pending))
-			waitingSince = time.Now()
 		}
 		select {
 		case <-ctx.Done():
