@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -24,14 +25,16 @@ import (
 //
 //	go test ./streams/streamstest -run TestParityRandom -parity.gen DIR -parity.seeds 200
 //	(Kafka Streams writes DIR/*.out: parity/ with --all DIR)
-//	go test ./streams/streamstest -run TestParityRandom -parity.check DIR
+//	go test ./streams/streamstest -run TestParityRandom -parity.check DIR [-parity.ks CMD]
 //
 // and reports every mismatch that is not a deliberate difference, with
-// its input file.
+// its input file and, given the command that runs the Kafka Streams side,
+// the smallest input found that still shows it (shrink).
 var (
 	parityGen   = flag.String("parity.gen", "", "write random parity inputs into this directory")
 	paritySeeds = flag.Int("parity.seeds", 200, "random inputs per scenario for -parity.gen")
 	parityCheck = flag.String("parity.check", "", "compare eddy with the Kafka Streams outputs of the random inputs in this directory")
+	parityKS    = flag.String("parity.ks", "", "with -parity.check: the command that runs Kafka Streams' side (Parity DIR --random), to shrink each mismatch to the smallest input that still shows it")
 )
 
 // topicGen makes one topic's values.
@@ -63,11 +66,15 @@ var randomScenarios = map[string][]topicGen{
 	"session-count":          {{topic: "in", value: one}},
 	"session-emit-on-close":  {{topic: "in", value: one}},
 	"hopping-count":          {{topic: "in", value: one}},
+	"hopping-emit-on-close":  {{topic: "in", value: one}},
+	"session-aggregate":      {{topic: "in", value: fromList("A", "B", "C", "D")}},
 	"tumbling-count":         {{topic: "in", value: one}},
 	"tumbling-emit-on-close": {{topic: "in", value: one}},
 	"sliding-aggregate":      {{topic: "in", value: fromList("A", "B", "C", "D")}},
 	"sliding-emit-on-close":  {{topic: "in", value: one}},
 	"stream-stream-join": {{topic: "ls", value: func(r *rand.Rand, _ int) string { return "L" + strconv.Itoa(r.IntN(100)) }},
+		{topic: "rs", value: func(r *rand.Rand, _ int) string { return "R" + strconv.Itoa(r.IntN(100)) }}},
+	"stream-stream-join-asymmetric": {{topic: "ls", value: func(r *rand.Rand, _ int) string { return "L" + strconv.Itoa(r.IntN(100)) }},
 		{topic: "rs", value: func(r *rand.Rand, _ int) string { return "R" + strconv.Itoa(r.IntN(100)) }}},
 	"fk-join": {
 		{topic: "orders", table: true, value: withTombstones(0.15, func(r *rand.Rand, keys int) string {
@@ -158,7 +165,17 @@ func TestParityRandom(t *testing.T) {
 			if diff := checkParity(t, *parityCheck, name); diff != "" {
 				base, _, _ := strings.Cut(name, "@")
 				bad[base]++
-				t.Errorf("%s (input %s):\n%s", name, strings.TrimSuffix(f, ".out")+".in", diff)
+				in := strings.TrimSuffix(f, ".out") + ".in"
+				if *parityKS != "" && bad[base] <= 3 { // shrinking takes a while: the first few per scenario
+					small, smallDiff := shrink(t, name, readRecords(t, in))
+					path := strings.TrimSuffix(in, ".in") + ".min.in"
+					if err := writeInput(path, small); err != nil {
+						t.Fatal(err)
+					}
+					t.Errorf("%s (input %s; smallest input that still differs, %d records: %s):\n%s", name, in, len(small), path, smallDiff)
+					continue
+				}
+				t.Errorf("%s (input %s):\n%s", name, in, diff)
 			}
 		}
 		t.Logf("%d random scenarios compared, mismatches per scenario: %v", len(files), bad)
@@ -189,6 +206,49 @@ func TestParityRandom(t *testing.T) {
 	}
 }
 
+// shrink returns the smallest input it finds that still makes scenario
+// name's outputs differ, and how they differ. Each round tries dropping
+// every run of n/2, n/4, …, 1 consecutive records and keeps the largest
+// drop after which the difference stays, until no drop keeps it; a round's
+// candidates run through Kafka Streams in one JVM (-parity.ks).
+func shrink(t *testing.T, name string, recs []parityRec) ([]parityRec, string) {
+	t.Helper()
+	base, _, _ := strings.Cut(name, "@")
+	diff := ""
+	for {
+		dir := t.TempDir()
+		type cut struct{ from, to int }
+		var cuts []cut
+		for size := len(recs) / 2; size >= 1; size /= 2 {
+			for from := 0; from+size <= len(recs); from += size {
+				cuts = append(cuts, cut{from, from + size})
+			}
+		}
+		for i, c := range cuts {
+			if err := writeInput(filepath.Join(dir, fmt.Sprintf("%s@shrink%04d.in", base, i)), slices.Delete(slices.Clone(recs), c.from, c.to)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(cuts) == 0 {
+			return recs, diff
+		}
+		cmd := exec.Command("sh", "-c", *parityKS+` "$0" --random`, dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("running Kafka Streams (%s): %v\n%s", *parityKS, err, out)
+		}
+		smaller := false
+		for i, c := range cuts { // largest cuts first
+			if d := checkParity(t, dir, fmt.Sprintf("%s@shrink%04d", base, i)); d != "" {
+				recs, diff, smaller = slices.Delete(recs, c.from, c.to), d, true
+				break
+			}
+		}
+		if !smaller {
+			return recs, diff
+		}
+	}
+}
+
 // subsequence says whether sub's lines appear in all, in order.
 func subsequence(sub, all []string) bool {
 	i := 0
@@ -209,43 +269,47 @@ func lostFinalResults(eddy, ks []string) bool { return len(eddy) > len(ks) && su
 // knownDifferences accept outputs that differ from Kafka Streams' only by
 // one of the README's deliberate differences.
 var knownDifferences = map[string]func(eddy, kafkaStreams []string) bool{
-	"tumbling-emit-on-close": lostFinalResults,
-	"sliding-emit-on-close":  lostFinalResults,
-	"session-emit-on-close":  lostFinalResults,
-	// A left or outer stream–stream join emits a record that found no
-	// partner when its window closes; Kafka Streams may emit it later or
-	// not before the input ends. Joined records and the inner join must be
-	// identical, in order; the unjoined ones Kafka Streams emitted must be
-	// among eddy's.
-	"stream-stream-join": func(eddy, ks []string) bool {
-		unjoined := func(l string) bool { return strings.Contains(l, "|?+") || strings.Contains(l, "+?|") }
-		split := func(lines []string) (joined, alone []string) {
-			for _, l := range lines {
-				if unjoined(l) {
-					alone = append(alone, l)
-				} else {
-					joined = append(joined, l)
-				}
+	"tumbling-emit-on-close":        lostFinalResults,
+	"sliding-emit-on-close":         lostFinalResults,
+	"session-emit-on-close":         lostFinalResults,
+	"hopping-emit-on-close":         lostFinalResults,
+	"stream-stream-join":            unjoinedEmittedElsewhere,
+	"stream-stream-join-asymmetric": unjoinedEmittedElsewhere,
+}
+
+// unjoinedEmittedElsewhere: a left or outer stream–stream join emits a
+// record that found no partner when its window closes; Kafka Streams may
+// emit it later or not before the input ends. Joined records and the inner
+// join must be identical, in order; the unjoined ones Kafka Streams emitted
+// must be among eddy's.
+func unjoinedEmittedElsewhere(eddy, ks []string) bool {
+	unjoined := func(l string) bool { return strings.Contains(l, "|?+") || strings.Contains(l, "+?|") }
+	split := func(lines []string) (joined, alone []string) {
+		for _, l := range lines {
+			if unjoined(l) {
+				alone = append(alone, l)
+			} else {
+				joined = append(joined, l)
 			}
-			return joined, alone
 		}
-		ej, ea := split(eddy)
-		kj, ka := split(ks)
-		if !slices.Equal(ej, kj) {
+		return joined, alone
+	}
+	ej, ea := split(eddy)
+	kj, ka := split(ks)
+	if !slices.Equal(ej, kj) {
+		return false
+	}
+	// Compared without the timestamp order: the same record can come
+	// out at another point.
+	count := map[string]int{}
+	for _, l := range ea {
+		count[l]++
+	}
+	for _, l := range ka {
+		if count[l] == 0 {
 			return false
 		}
-		// Compared without the timestamp order: the same record can come
-		// out at another point.
-		count := map[string]int{}
-		for _, l := range ea {
-			count[l]++
-		}
-		for _, l := range ka {
-			if count[l] == 0 {
-				return false
-			}
-			count[l]--
-		}
-		return true
-	},
+		count[l]--
+	}
+	return true
 }

@@ -186,6 +186,23 @@ var scenarios = map[string]scenario{
 		}, nil, "KSTREAM-MAP-0000000003").To("out", topology.Produced(str, str).WithName("KSTREAM-SINK-0000000004"))
 	}, []parityOut{{"out", false}}, ""},
 
+	"session-aggregate": {func(b *topology.Builder) {
+		g := topology.Stream(b, "in", consumed()).GroupByKey()
+		t := topology.SessionAggregate(g.WindowedBySession(topology.Sessions(30*time.Millisecond, 20*time.Millisecond)),
+			func() string { return "" }, func(_ string, v, agg string) string { return agg + v },
+			func(_ string, a, c string) string { return a + "|" + c },
+			topology.Materialized[string, string]("sa").WithSerdes(str, str))
+		topology.Process(t.ToStream(), func() processor.Processor[serde.Windowed[string], string, string, string] {
+			return &flatSessionString{}
+		}, nil, "KSTREAM-MAP-0000000003").To("out", topology.Produced(str, str).WithName("KSTREAM-SINK-0000000004"))
+	}, []parityOut{{"out", false}}, ""},
+
+	"hopping-emit-on-close": {func(b *topology.Builder) {
+		g := topology.Stream(b, "in", consumed()).GroupByKey()
+		flatWindowed(topology.WindowedCount(g.WindowedBy(topology.HoppingWindows(100*time.Millisecond, 40*time.Millisecond, 50*time.Millisecond)).EmitOnWindowClose(),
+			topology.Materialized[string, int64]("he")))
+	}, []parityOut{{"out", true}}, ""},
+
 	"stream-table-join": {func(b *topology.Builder) {
 		users := topology.Table(b, "users", consumed(), topology.Materialized[string, string]("users-store"))
 		clicks := topology.Stream(b, "clicks", consumed())
@@ -226,6 +243,18 @@ var scenarios = map[string]scenario{
 		l := topology.Stream(b, "ls", consumed())
 		r := topology.Stream(b, "rs", consumed())
 		w := topology.JoinTimeDifference(50*time.Millisecond, 20*time.Millisecond)
+		topology.JoinStream(l, r, func(a, c string) string { return a + "+" + c }, w).To("inner")
+		topology.LeftJoinStream(l, r, func(a string, c *string) string { return a + "+" + orQ(c) }, w).To("left")
+		topology.OuterJoinStream(l, r, func(a, c *string) string { return orQ(a) + "+" + orQ(c) }, w).To("outer")
+	}, []parityOut{{"inner", false}, {"left", false}, {"outer", false}}, successorOrder},
+
+	// Asymmetric windows without grace: the other record may be up to
+	// 40 ms older or 10 ms newer, and a window closes as soon as stream
+	// time passes it.
+	"stream-stream-join-asymmetric": {func(b *topology.Builder) {
+		l := topology.Stream(b, "ls", consumed())
+		r := topology.Stream(b, "rs", consumed())
+		w := topology.JoinTimeDifference(10*time.Millisecond, 0).Before(40 * time.Millisecond)
 		topology.JoinStream(l, r, func(a, c string) string { return a + "+" + c }, w).To("inner")
 		topology.LeftJoinStream(l, r, func(a string, c *string) string { return a + "+" + orQ(c) }, w).To("left")
 		topology.OuterJoinStream(l, r, func(a, c *string) string { return orQ(a) + "+" + orQ(c) }, w).To("outer")
@@ -319,6 +348,24 @@ func (f *flatSession) Init(ctx processor.Context[string, string]) error { f.ctx 
 func (f *flatSession) Close() error                                     { return nil }
 func (f *flatSession) Process(r processor.Record[serde.Windowed[string], int64]) error {
 	v := strconv.FormatInt(r.Value, 10)
+	if r.NullValue {
+		v = "<null>"
+	}
+	f.ctx.Forward(processor.Record[string, string]{Key: fmt.Sprintf("%s@%d/%d", r.Key.Key, r.Key.Window.Start, r.Key.Window.End), Value: v, Timestamp: r.Timestamp})
+	return nil
+}
+
+type flatSessionString struct {
+	ctx processor.Context[string, string]
+}
+
+func (f *flatSessionString) Init(ctx processor.Context[string, string]) error {
+	f.ctx = ctx
+	return nil
+}
+func (f *flatSessionString) Close() error { return nil }
+func (f *flatSessionString) Process(r processor.Record[serde.Windowed[string], string]) error {
+	v := r.Value
 	if r.NullValue {
 		v = "<null>"
 	}

@@ -241,6 +241,26 @@ public final class Parity {
                 .to("out", Produced.with(Serdes.String(), Serdes.String()));
         }, outs("out", "string")));
 
+        SCENARIOS.put("session-aggregate", new Scenario(b -> {
+            b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
+                .groupByKey()
+                .windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(30), Duration.ofMillis(20)))
+                .aggregate(() -> "", (k, v, agg) -> agg + v, (k, a, c) -> a + "|" + c,
+                    Materialized.<String, String, org.apache.kafka.streams.state.SessionStore<org.apache.kafka.common.utils.Bytes, byte[]>>as("sa")
+                        .withKeySerde(Serdes.String()).withValueSerde(Serdes.String()))
+                .toStream().map((wk, v) -> KeyValue.pair(wk.key() + "@" + wk.window().start() + "/" + wk.window().end(), v == null ? "<null>" : v))
+                .to("out", Produced.with(Serdes.String(), Serdes.String()));
+        }, outs("out", "string")));
+
+        SCENARIOS.put("hopping-emit-on-close", new Scenario(b -> {
+            b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
+                .groupByKey()
+                .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(50)).advanceBy(Duration.ofMillis(40)))
+                .emitStrategy(EmitStrategy.onWindowClose())
+                .count(Materialized.as("he"))
+                .toStream().map(Parity::flat).to("out", Produced.with(Serdes.String(), Serdes.Long()));
+        }, outs("out", "long")));
+
         SCENARIOS.put("session-count", new Scenario(b -> {
             b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
                 .groupByKey()
@@ -293,6 +313,20 @@ public final class Parity {
             KStream<String, String> r = b.stream("rs", Consumed.with(Serdes.String(), Serdes.String()));
             org.apache.kafka.streams.kstream.JoinWindows w =
                 org.apache.kafka.streams.kstream.JoinWindows.ofTimeDifferenceAndGrace(Duration.ofMillis(50), Duration.ofMillis(20));
+            l.join(r, (a, c) -> a + "+" + c, w).to("inner");
+            l.leftJoin(r, (a, c) -> a + "+" + (c == null ? "?" : c), w).to("left");
+            l.outerJoin(r, (a, c) -> (a == null ? "?" : a) + "+" + (c == null ? "?" : c), w).to("outer");
+        }, outs("inner", "string", "left", "string", "outer", "string")));
+    }
+
+    static {
+        // Asymmetric windows without grace: the other record may be up to
+        // 40 ms older or 10 ms newer.
+        SCENARIOS.put("stream-stream-join-asymmetric", new Scenario(b -> {
+            KStream<String, String> l = b.stream("ls", Consumed.with(Serdes.String(), Serdes.String()));
+            KStream<String, String> r = b.stream("rs", Consumed.with(Serdes.String(), Serdes.String()));
+            org.apache.kafka.streams.kstream.JoinWindows w =
+                org.apache.kafka.streams.kstream.JoinWindows.ofTimeDifferenceWithNoGrace(Duration.ofMillis(10)).before(Duration.ofMillis(40));
             l.join(r, (a, c) -> a + "+" + c, w).to("inner");
             l.leftJoin(r, (a, c) -> a + "+" + (c == null ? "?" : c), w).to("left");
             l.outerJoin(r, (a, c) -> (a == null ? "?" : a) + "+" + (c == null ? "?" : c), w).to("outer");
