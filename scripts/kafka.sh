@@ -117,21 +117,11 @@ java_opts() {
 
 # write_config writes node n's server.properties into its data directory.
 write_config() {
-	local n=$1 count data voters= i rf=1 isr=1 session=30000
+	local n=$1 count data voters= i rf=1 isr=1
 	count=$(nodes)
 	data=$(datadir "$n")
 	for i in $(seq 1 "$count"); do voters+=${voters:+,}$i@127.0.0.1:$(controller_port "$i"); done
-	# A single node's controller fences its own broker when the broker's
-	# heartbeats lag behind broker.session.timeout.ms (9 s by default) —
-	# seen on a loaded 2-core machine while a restarted node loaded its
-	# logs. Fencing one node leaves every partition without a leader, and
-	# Kafka's transaction coordinator then skips the commit markers of the
-	# transactions it is completing ("these partitions are likely deleted
-	# already"): they stay open on their partitions for good (last stable
-	# offset stuck, committed offsets unstable). Nothing is gained by
-	# fencing the only broker, so a single node gets 30 s. A cluster keeps
-	# the default: fencing a dead broker is what moves its leaderships.
-	if [[ $count -gt 1 ]]; then rf=3 isr=2 session=9000; fi
+	if [[ $count -gt 1 ]]; then rf=3 isr=2; fi
 	mkdir -p "$data"
 	cat >"$data/server.properties" <<EOF
 process.roles=broker,controller
@@ -157,7 +147,6 @@ group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 delete.topic.enable=true
 log.cleaner.backoff.ms=1000
-broker.session.timeout.ms=$session
 EOF
 }
 
