@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -15,12 +14,7 @@ import (
 	"github.com/eddy-go/eddy/processor"
 )
 
-// onRebalance runs inside Consumer.Poll. An assignment is only recorded
-// here (its partitions paused): the loop builds its tasks (initAssigned),
-// outside the callback, so that a committed-offset read that has to wait —
-// a previous owner's transaction still pending, a coordinator loading after
-// a broker restart — never keeps this member from the group's next
-// rebalance, and never holds the other members up.
+// onRebalance runs inside Consumer.Poll.
 func (th *Thread) onRebalance(rb kclient.Rebalance) error {
 	th.Stats.Rebalances.Add(1)
 	th.setState(ThreadRebalancing)
@@ -28,12 +22,13 @@ func (th *Thread) onRebalance(rb kclient.Rebalance) error {
 		th.revoke(rb.Lost)
 	}
 	if len(rb.Assigned) > 0 && th.cbErr == nil {
-		if err := th.consumer.Pause(rb.Assigned); err != nil {
-			th.cbErr = fmt.Errorf("pausing assigned partitions: %w", err)
-			return th.cbErr
+		if err := th.assign(rb.Assigned); err != nil {
+			if th.ctx.Err() != nil {
+				return nil // shutting down: the loop stops cleanly
+			}
+			th.cbErr = err
+			return err
 		}
-		th.unready = append(th.unready, rb.Assigned...)
-		th.unreadyTries, th.unreadyNext, th.unreadySince = 0, time.Time{}, time.Now()
 	}
 	return nil
 }
@@ -80,7 +75,6 @@ func (th *Thread) revoke(lost bool) {
 	th.tasks = map[processor.TaskID]*task{}
 	th.order = nil
 	th.parts = map[kclient.TP]*partition{}
-	th.unready = nil
 	th.committed = map[kclient.TP]int64{}
 	th.committedTime = map[kclient.TP]int64{}
 	th.clearRestore()
@@ -119,56 +113,20 @@ func (th *Thread) closeTasksDirty() {
 	th.order = nil
 }
 
-// initAssigned builds the tasks of the partitions assigned last once the
-// group's committed offsets for them can be read. Under read_committed that
-// read waits for any transaction of the partitions' previous owner to be
-// resolved (KIP-447), so the changelog ends read next are final. Each
-// attempt is bounded (5 s, then 10 s, then 15 s) and the loop keeps polling
-// between attempts: however long the wait, the thread stays in the group,
-// takes part in rebalances and keeps its clients (replacing them would only
-// start another rebalance of the whole group).
-func (th *Thread) initAssigned() error {
-	now := time.Now()
-	if now.Before(th.unreadyNext) {
-		return nil
-	}
-	th.unreadyTries++
-	ctx, cancel := context.WithTimeout(th.ctx, time.Duration(min(th.unreadyTries, 3))*5*time.Second)
-	committed, meta, err := th.consumer.Committed(ctx, th.unready)
-	cancel()
-	if err != nil {
-		switch {
-		case th.ctx.Err() != nil:
-			return nil // stopping
-		case !kclient.IsTransient(err):
-			return fmt.Errorf("reading committed offsets: %w", err)
-		}
-		th.unreadyNext = time.Now().Add(200 * time.Millisecond)
-		if th.unreadyTries == 1 || time.Since(th.unreadyLog) >= 20*time.Second {
-			th.unreadyLog = time.Now()
-			th.log.Warn("committed offsets of the assigned partitions not readable yet (a transaction of their previous owner may be pending, or the group coordinator loading); retrying",
-				zap.Int("partitions", len(th.unready)), zap.Duration("for", time.Since(th.unreadySince).Round(time.Second)),
-				zap.Int("attempts", th.unreadyTries), zap.Error(err))
-		}
-		return nil
-	}
-	if th.unreadyTries > 1 {
-		th.log.Info("committed offsets read", zap.Duration("after", time.Since(th.unreadySince).Round(100*time.Millisecond)),
-			zap.Int("attempts", th.unreadyTries))
-	}
-	tps := th.unready
-	th.unready = nil
-	return th.assign(tps, committed, meta)
-}
-
-// assign creates the tasks of the assigned partitions from their committed
-// offsets and starts restoring their stores; partitions of tasks that need
-// no restore are resumed at once.
-func (th *Thread) assign(tps []kclient.TP, committed map[kclient.TP]int64, meta map[kclient.TP]string) error {
+// assign creates the tasks of the assigned partitions and starts restoring
+// their stores.
+func (th *Thread) assign(tps []kclient.TP) error {
 	// No deadline: a broker outage is waited out (retried with backoff)
 	// until the thread stops.
 	ctx := th.ctx
-	maps.Copy(th.committed, committed)
+	// Committed offsets first: under read_committed this waits until any
+	// transaction of the partitions' previous owner is resolved, so the
+	// changelog ends read next are final (KIP-447).
+	committed, meta, err := th.committedOffsets(ctx, tps)
+	if err != nil {
+		return fmt.Errorf("reading committed offsets: %w", err)
+	}
+	th.committed = committed
 	for _, tp := range tps {
 		if ts, ok := decodeStreamTime(meta[tp]); ok {
 			th.committedTime[tp] = ts
@@ -215,15 +173,6 @@ func (th *Thread) assign(tps []kclient.TP, committed map[kclient.TP]int64, meta 
 	if err := th.startRestore(ctx); err != nil {
 		return err
 	}
-	var ready []kclient.TP
-	for _, tp := range tps {
-		if p := th.parts[tp]; p != nil && p.task.restoring == 0 {
-			ready = append(ready, tp)
-		}
-	}
-	if err := th.resumeAtCommitted(ready); err != nil {
-		return err
-	}
 	th.snapshot(true) // interactive queries see the new assignment at once
 	if len(th.restoring) == 0 {
 		th.setState(ThreadRunning)
@@ -231,31 +180,23 @@ func (th *Thread) assign(tps []kclient.TP, committed map[kclient.TP]int64, meta 
 	return nil
 }
 
-// resumeAtCommitted resumes partitions that were paused before the thread
-// consumed from them, at their committed offsets (the beginning when none):
-// librdkafka drops what it prefetched for a paused partition and would
-// resume after it.
-func (th *Thread) resumeAtCommitted(tps []kclient.TP) error {
-	if len(tps) == 0 {
-		return nil
-	}
-	if err := th.consumer.Resume(tps); err != nil {
+// committedOffsets reads the group's committed offsets. Under
+// read_committed the read waits for any transaction of the partitions'
+// previous owner to be resolved (KIP-447), and after a broker restart the
+// group coordinator may still be loading: each attempt is bounded (5 s, then
+// 10 s, then 15 s) and retried until it works or the thread stops. The
+// clients are kept: replacing the consumer would start another rebalance of
+// the whole group (seen: a rebalance every minute for minutes).
+func (th *Thread) committedOffsets(ctx context.Context, tps []kclient.TP) (c map[kclient.TP]int64, meta map[kclient.TP]string, err error) {
+	attempt := 0
+	err = th.retry(ctx, "reading committed offsets", func() error {
+		attempt++
+		cctx, cancel := context.WithTimeout(ctx, time.Duration(min(attempt, 3))*5*time.Second)
+		defer cancel()
+		c, meta, err = th.consumer.Committed(cctx, tps)
 		return err
-	}
-	for _, tp := range tps {
-		off, ok := th.committed[tp]
-		if !ok || off < 0 {
-			off = -2 // nothing committed: the beginning
-		}
-		if err := th.consumer.Seek(tp, off); err != nil {
-			return fmt.Errorf("positioning %s at %d: %w", tp, off, err)
-		}
-		if p := th.parts[tp]; p != nil {
-			clear(p.buf)
-			p.buf, p.head, p.next, p.paused = p.buf[:0], 0, -1, false
-		}
-	}
-	return nil
+	})
+	return c, meta, err
 }
 
 func (th *Thread) resolved(topic string) string {

@@ -253,6 +253,7 @@ func (th *Thread) restoreStep() error {
 		if t.task.restoring == 0 {
 			for _, p := range t.task.parts {
 				resume = append(resume, p.tp)
+				p.paused = false
 			}
 		}
 	}
@@ -261,8 +262,25 @@ func (th *Thread) restoreStep() error {
 		th.log.Info("restoring", zap.Int("changelog_partitions", len(th.restoring)),
 			zap.Int64("remaining_records", th.Stats.RestoreRemaining.Load()))
 	}
-	if err := th.resumeAtCommitted(resume); err != nil {
-		return fmt.Errorf("resuming after restore: %w", err)
+	if len(resume) > 0 {
+		if err := th.consumer.Resume(resume); err != nil {
+			return err
+		}
+		// librdkafka drops what it prefetched for a partition paused
+		// before the application consumed from it, and resumes after
+		// that: start again from the committed offset explicitly.
+		for _, tp := range resume {
+			p := th.parts[tp]
+			off, ok := th.committed[tp]
+			if !ok || off < 0 {
+				off = -2 // nothing committed: the beginning
+			}
+			if err := th.consumer.Seek(tp, off); err != nil {
+				return fmt.Errorf("positioning %s at %d after restore: %w", tp, off, err)
+			}
+			clear(p.buf)
+			p.buf, p.head, p.next = p.buf[:0], 0, -1
+		}
 	}
 	if len(th.restoring) == 0 {
 		th.clearRestore()

@@ -71,12 +71,6 @@ type Thread struct {
 	// positions past them).
 	closing bool
 
-	// unready: partitions assigned whose tasks initAssigned has not built
-	// yet (their committed offsets are not readable yet), paused.
-	unready                               []kclient.TP
-	unreadyTries                          int
-	unreadySince, unreadyNext, unreadyLog time.Time
-
 	restoring      map[kclient.TP]*restoreTarget
 	restoreAssign  bool
 	restoreLogTime time.Time
@@ -158,7 +152,6 @@ func (th *Thread) reset() {
 	th.tasks = map[processor.TaskID]*task{}
 	th.order = nil
 	th.parts = map[kclient.TP]*partition{}
-	th.unready = nil
 	th.committed = map[kclient.TP]int64{}
 	th.committedTime = map[kclient.TP]int64{}
 	th.restoring = map[kclient.TP]*restoreTarget{}
@@ -243,14 +236,6 @@ func (th *Thread) step() error {
 	}
 	if th.cbErr != nil {
 		return th.cbErr
-	}
-	if len(th.unready) > 0 {
-		if err := th.initAssigned(); err != nil {
-			if th.ctx.Err() != nil {
-				return nil // stopping: shutdown decides
-			}
-			return err
-		}
 	}
 	if len(th.restoring) > 0 {
 		if err := th.restoreStep(); err != nil {
