@@ -26,6 +26,7 @@ gen -parity.gen "$data" -parity.seeds 2 >/dev/null
 ks "$data" --random
 
 scratch=${PARITY_DIR:-$(mktemp -d)}
+mkdir -p "$scratch"
 gen -parity.gen "$scratch" -parity.seeds "${PARITY_SEEDS:-200}" >/dev/null
 ks "$scratch" --random
 echo "parity: comparing eddy with Kafka Streams on the random inputs in $scratch"
