@@ -36,6 +36,9 @@ func startScriptCluster(t *testing.T, nodes int) *scriptCluster {
 	t.Cleanup(func() {
 		// EDDY_TEST_KEEP_CLUSTER=1 leaves a failed test's cluster running,
 		// for inspecting it with Kafka's tools.
+		if t.Failed() {
+			c.logBrokerTails(dir)
+		}
 		if t.Failed() && os.Getenv("EDDY_TEST_KEEP_CLUSTER") == "1" {
 			t.Logf("keeping the cluster at %s (services dir %s); stop it with EDDY_SERVICES_DIR=%s EDDY_KAFKA_PORT=%d scripts/kafka.sh stop", c.bootstrap(), dir, dir, c.port)
 			return
@@ -49,6 +52,33 @@ func startScriptCluster(t *testing.T, nodes int) *scriptCluster {
 	}
 	t.Logf("started a %d-node Kafka cluster of the test's own at %s in %v", nodes, c.bootstrap(), time.Since(start).Round(time.Millisecond))
 	return c
+}
+
+// logBrokerTails logs the end of each node's broker log and JVM output, so
+// a failed test says what the brokers did (their directory is removed).
+func (c *scriptCluster) logBrokerTails(dir string) {
+	for n := 1; n <= c.nodes; n++ {
+		for _, name := range []string{fmt.Sprintf("kafka-%d.out", n), fmt.Sprintf("kafka-%d.log", n)} {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				continue
+			}
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			var bad []string
+			for _, l := range lines {
+				if strings.Contains(l, " ERROR ") || strings.Contains(l, " FATAL ") || strings.Contains(l, " WARN ") {
+					bad = append(bad, l)
+				}
+			}
+			if len(bad) > 40 {
+				bad = bad[len(bad)-40:]
+			}
+			if len(lines) > 40 {
+				lines = lines[len(lines)-40:]
+			}
+			c.t.Logf("node %d's %s, its last warnings and errors:\n%s\nand its last lines:\n%s", n, name, strings.Join(bad, "\n"), strings.Join(lines, "\n"))
+		}
+	}
 }
 
 func (c *scriptCluster) script(args ...string) (string, error) {
