@@ -173,7 +173,7 @@ var scenarios = map[string]scenario{
 			topology.Materialized[string, int64]("ss"))
 		// A map that shows deletions, named as Kafka Streams numbers it.
 		topology.Process(t.ToStream(), func() processor.Processor[serde.Windowed[string], int64, string, string] {
-			return &flatSession{}
+			return &flatSession[int64]{str: formatCount}
 		}, nil, "KSTREAM-MAP-0000000003").To("out", topology.Produced(str, str).WithName("KSTREAM-SINK-0000000004"))
 	}, []parityOut{{"out", false}}, ""},
 
@@ -182,7 +182,7 @@ var scenarios = map[string]scenario{
 		t := topology.SessionCount(g.WindowedBySession(topology.Sessions(30*time.Millisecond, 20*time.Millisecond)).EmitOnWindowClose(),
 			topology.Materialized[string, int64]("se"))
 		topology.Process(t.ToStream(), func() processor.Processor[serde.Windowed[string], int64, string, string] {
-			return &flatSession{}
+			return &flatSession[int64]{str: formatCount}
 		}, nil, "KSTREAM-MAP-0000000003").To("out", topology.Produced(str, str).WithName("KSTREAM-SINK-0000000004"))
 	}, []parityOut{{"out", false}}, ""},
 
@@ -193,7 +193,7 @@ var scenarios = map[string]scenario{
 			func(_ string, a, c string) string { return a + "|" + c },
 			topology.Materialized[string, string]("sa").WithSerdes(str, str))
 		topology.Process(t.ToStream(), func() processor.Processor[serde.Windowed[string], string, string, string] {
-			return &flatSessionString{}
+			return &flatSession[string]{str: sameString}
 		}, nil, "KSTREAM-MAP-0000000003").To("out", topology.Produced(str, str).WithName("KSTREAM-SINK-0000000004"))
 	}, []parityOut{{"out", false}}, ""},
 
@@ -340,38 +340,26 @@ func runScenario(t *testing.T, sc scenario, recs []parityRec) (out []string, des
 	return out, top.Describe()
 }
 
-type flatSession struct {
+// flatSession writes a session table's changes as "key@start/end" =
+// value (or "<null>" for a deleted session), as the Java side maps them.
+type flatSession[V any] struct {
 	ctx processor.Context[string, string]
+	str func(V) string
 }
 
-func (f *flatSession) Init(ctx processor.Context[string, string]) error { f.ctx = ctx; return nil }
-func (f *flatSession) Close() error                                     { return nil }
-func (f *flatSession) Process(r processor.Record[serde.Windowed[string], int64]) error {
-	v := strconv.FormatInt(r.Value, 10)
-	if r.NullValue {
-		v = "<null>"
+func (f *flatSession[V]) Init(ctx processor.Context[string, string]) error { f.ctx = ctx; return nil }
+func (f *flatSession[V]) Close() error                                     { return nil }
+func (f *flatSession[V]) Process(r processor.Record[serde.Windowed[string], V]) error {
+	v := "<null>"
+	if !r.NullValue {
+		v = f.str(r.Value)
 	}
 	f.ctx.Forward(processor.Record[string, string]{Key: fmt.Sprintf("%s@%d/%d", r.Key.Key, r.Key.Window.Start, r.Key.Window.End), Value: v, Timestamp: r.Timestamp})
 	return nil
 }
 
-type flatSessionString struct {
-	ctx processor.Context[string, string]
-}
-
-func (f *flatSessionString) Init(ctx processor.Context[string, string]) error {
-	f.ctx = ctx
-	return nil
-}
-func (f *flatSessionString) Close() error { return nil }
-func (f *flatSessionString) Process(r processor.Record[serde.Windowed[string], string]) error {
-	v := r.Value
-	if r.NullValue {
-		v = "<null>"
-	}
-	f.ctx.Forward(processor.Record[string, string]{Key: fmt.Sprintf("%s@%d/%d", r.Key.Key, r.Key.Window.Start, r.Key.Window.End), Value: v, Timestamp: r.Timestamp})
-	return nil
-}
+func formatCount(n int64) string { return strconv.FormatInt(n, 10) }
+func sameString(s string) string { return s }
 
 // successorOrder: where a node has several children (or a merge several
 // parents), Kafka Streams lists them in an order that depends on Java's
