@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -71,13 +70,7 @@ func (th *Thread) commit() error {
 	defer cancel()
 	ends, err := th.guarantee.commit(ctx, offsets, th.offsetMeta(offsets))
 	if err != nil {
-		var oce *offsetCommitError
-		if !errors.As(err, &oce) {
-			return th.commitFailed(err)
-		}
-		// At-least-once: the records are processed again by whoever owns
-		// the partitions next.
-		th.log.Warn("committing offsets failed", zap.Error(err))
+		return th.commitFailed(err)
 	}
 	th.storeChangelogEnds(ends)
 	if err := th.wsM.Commit(); err != nil {

@@ -28,7 +28,8 @@ import (
 //     to the last commit (abortAndRewind); so does, under at-least-once, a
 //     record whose delivery failed transiently (it timed out while the
 //     brokers were away): the records since the last commit are processed
-//     again. A failed at-least-once offset commit is only logged.
+//     again. So does a failed at-least-once offset commit: the records are
+//     acknowledged, but the stores' writes are not applied.
 //   - A producer fenced again and again (another instance with the same
 //     process id) stops the app after ten fresh starts in five minutes.
 //   - Anything else stops the app: Run returns it.
@@ -55,11 +56,24 @@ func rejoinIfFatal(err error) error {
 // commitFailed decides what a failed commit (guarantee.commit) means; when
 // it returns nil the commit is over (aborted and rewound).
 func (th *Thread) commitFailed(err error) error {
+	var oce *offsetCommitError
 	switch {
 	case isFatalClient(err):
 		return fmt.Errorf("%w: %w", errRejoin, err)
 	case th.cfg.ExactlyOnce:
 		th.log.Warn("transaction failed; aborting", zap.Error(err))
+		return th.abortAndRewind(err)
+	case errors.As(err, &oce):
+		// At-least-once: the records are acknowledged, the offsets are
+		// not committed, and the partitions may already be another
+		// member's (the group moved on while the brokers were away). The
+		// stores' writes are not applied: a store's stored changelog
+		// offset must never pass records it does not hold, and another
+		// owner may have written the changelog meanwhile (seen: a member
+		// back from an outage stored the end past the new owner's
+		// records, later restored from there and skipped them — counts
+		// lost). Processing starts again from the last commit.
+		th.log.Warn("committing offsets failed; processing again from the last commit", zap.Error(err))
 		return th.abortAndRewind(err)
 	case kclient.IsTransient(err):
 		th.log.Warn("records not delivered; processing again from the last commit", zap.Error(err))

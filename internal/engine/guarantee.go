@@ -23,7 +23,7 @@ type guarantee interface {
 	// round trip), for the changelogs' stored offsets; a partition whose
 	// end is not known is missing. An error means nothing may be assumed
 	// committed (failure.go decides what the thread does), except for an
-	// *offsetCommitError, which comes with the ends.
+	// that an *offsetCommitError says the records were acknowledged.
 	commit(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string) (ends map[kclient.TP]int64, err error)
 	// abort drops what was sent since the last commit where the guarantee
 	// can take it back (exactly-once aborts the transaction) and forgets
@@ -150,7 +150,7 @@ func (g *atLeastOnceCommits) commit(ctx context.Context, offsets map[kclient.TP]
 	}
 	ends := endsAfter(g.p.LastOffsets(), 1)
 	if err := g.c.Commit(offsets, meta); err != nil {
-		return ends, &offsetCommitError{err}
+		return nil, &offsetCommitError{err}
 	}
 	return ends, nil
 }
@@ -165,8 +165,8 @@ func (g *atLeastOnceCommits) abort(ctx context.Context) error {
 func (g *atLeastOnceCommits) pending() bool { return false }
 
 // offsetCommitError: at-least-once offsets were not committed, but every
-// record sent is acknowledged; the commit goes on (the records are
-// processed again by the partitions' next owner).
+// record sent is acknowledged (failure.go: processing starts again from the
+// last commit).
 type offsetCommitError struct{ err error }
 
 func (e *offsetCommitError) Error() string { return "committing offsets failed: " + e.err.Error() }

@@ -30,13 +30,14 @@ const (
 
 // countTopology counts records per key (cache off, so every update is
 // forwarded): "in" string → "out" int64, store "counts". A value "boom"
-// panics in the key mapper (a processing error).
-func countTopology(t *testing.T, peek func()) *rt.Program {
+// panics in the key mapper (a processing error). peek, if not nil, sees
+// each record before it is counted.
+func countTopology(t *testing.T, peek func(key, value string)) *rt.Program {
 	t.Helper()
 	b := topology.NewBuilder()
 	s := topology.Stream(b, testIn, topology.Consumed(serde.String(), serde.String()))
 	if peek != nil {
-		s = s.Peek(func(string, string) { peek() })
+		s = s.Peek(peek)
 	}
 	s = topology.MapValues(s, func(v string) string {
 		if v == "boom" {

@@ -286,7 +286,7 @@ func TestBufferedRecordsAreBounded(t *testing.T) {
 	cl := kclienttest.NewCluster()
 	var th atomic.Pointer[Thread]
 	var processed, worst int64
-	peek := func() {
+	peek := func(string, string) {
 		processed++
 		if t := th.Load(); t != nil {
 			worst = max(worst, t.Stats.Consumed.Load()-processed)
@@ -439,4 +439,75 @@ func TestUnreadableCommittedOffsetsAreWaitedFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	exactSequences(t, outputs(t, cl, true), want)
+}
+
+// At-least-once, a member that was away while the group moved on (the
+// brokers restarted; its session expired) comes back with records it
+// processed but never committed: its offset commit fails. Its stores must
+// not take those writes with the changelog's end, which is past what the
+// partitions' new owner wrote meanwhile: a restore from that offset would
+// skip the new owner's updates, and counting would go on from stale counts
+// (seen against a real broker: counts lost after two broker restarts).
+func TestZombieOffsetCommitKeepsTheStoreBehind(t *testing.T) {
+	cl := kclienttest.NewCluster()
+	gateKey := ""
+	for i := 0; gateKey == ""; i++ {
+		if k := fmt.Sprintf("gate%d", i); kclient.KeyPartition([]byte(k), testParts) == testParts-1 {
+			gateKey = k // in the last task: processed after every other record of its batch
+		}
+	}
+	reached, release := make(chan struct{}), make(chan struct{})
+	gate := func(k, _ string) {
+		if k == gateKey {
+			close(reached)
+			<-release
+		}
+	}
+	dirA := t.TempDir()
+	a := newRig(t, cl, countTopology(t, gate), false, dirA)
+	want := feed(cl, 0, 100, 5)
+	runA := a.start()
+	wait(t, "A to commit the first input", func() bool { return caughtUp(cl) })
+	// A processes five more records (changelog written, offsets not yet
+	// committed), then stops at the gate record.
+	for k, n := range feed(cl, 100, 5, 5) {
+		want[k] += n
+	}
+	cl.Produce(testIn, testParts-1, kclienttest.Record{Key: []byte(gateKey), Value: []byte("g"), Timestamp: 5000})
+	want[gateKey] = 1
+	<-reached
+	// B takes the group over (A's assignment is lost at its next poll),
+	// processes the same records again and 40 more, and commits.
+	b := newRig(t, cl, countTopology(t, nil), false, t.TempDir())
+	b.cfg.ProcessID = "p1"
+	runB := b.start()
+	for k, n := range feed(cl, 105, 40, 5) {
+		want[k] += n
+	}
+	wait(t, "B to commit all input", func() bool { return caughtUp(cl) })
+	// A goes on: it counts the gate record and commits before its next
+	// poll, as a member back from an outage does; the group refuses it.
+	close(release)
+	wait(t, "A to learn its assignment is lost", func() bool { return a.state.Load() == int32(ThreadRebalancing) })
+	must(t, runA.stop(t))
+	if n := runA.th.Stats.Aborts.Load(); n != 1 {
+		t.Errorf("A rewound %d times after its refused offset commit, want 1", n)
+	}
+	a.closeStores()
+	must(t, runB.stop(t))
+	// A starts again on its state directory and takes the partitions.
+	a2 := newRig(t, cl, countTopology(t, nil), false, dirA)
+	for k, n := range feed(cl, 145, 10, 5) {
+		want[k] += n
+	}
+	run := a2.start()
+	wait(t, "the group to commit all input", func() bool { return caughtUp(cl) })
+	must(t, run.stop(t))
+	got := outputs(t, cl, false)
+	for k, n := range want {
+		seq := got[k]
+		if len(seq) == 0 || seq[len(seq)-1] < n {
+			t.Errorf("key %s: last count %v, want at least %d (updates: %v)", k, seq[len(seq)-1:], n, seq)
+		}
+	}
 }
