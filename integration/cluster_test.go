@@ -78,7 +78,44 @@ func (c *scriptCluster) logBrokerTails(dir string) {
 			}
 			c.t.Logf("node %d's %s, its last warnings and errors:\n%s\nand its last lines:\n%s", n, name, strings.Join(bad, "\n"), strings.Join(lines, "\n"))
 		}
+		c.logSockets(dir, n)
 	}
+}
+
+// logSockets logs who listens on node n's broker port and what the node's
+// JVM says of its socket-server threads: seen twice, a restarted single
+// node whose process lived on refused connections for minutes.
+func (c *scriptCluster) logSockets(dir string, n int) {
+	port := c.port + 2*(n-1)
+	out, _ := exec.Command("ss", "-tanpH", fmt.Sprintf("( sport = :%d )", port)).CombinedOutput()
+	states := map[string]int{}
+	var listen []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			states[f[0]]++
+			if f[0] == "LISTEN" {
+				listen = append(listen, l)
+			}
+		}
+	}
+	c.t.Logf("node %d's port %d: sockets by state %v; listening: %q", n, port, states, listen)
+	pid, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("kafka-%d.pid", n)))
+	if err != nil {
+		c.t.Logf("node %d: no pid file (%v)", n, err)
+		return
+	}
+	threads, err := exec.Command("jcmd", strings.TrimSpace(string(pid)), "Thread.print").CombinedOutput()
+	if err != nil {
+		c.t.Logf("node %d (pid %s): jcmd: %v %s", n, strings.TrimSpace(string(pid)), err, threads)
+		return
+	}
+	var sock []string
+	for _, l := range strings.Split(string(threads), "\n") {
+		if strings.HasPrefix(l, "\"") && (strings.Contains(l, "acceptor") || strings.Contains(l, "network-thread") || strings.Contains(l, "request-handler")) {
+			sock = append(sock, l)
+		}
+	}
+	c.t.Logf("node %d (pid %s): %d socket-server threads:\n%s", n, strings.TrimSpace(string(pid)), len(sock), strings.Join(sock, "\n"))
 }
 
 func (c *scriptCluster) script(args ...string) (string, error) {

@@ -155,8 +155,16 @@ func (g *atLeastOnceCommits) commit(ctx context.Context, offsets map[kclient.TP]
 	return ends, nil
 }
 
+// abort: records already delivered stay written (they are processed again:
+// duplicates, as at-least-once allows); those not yet delivered are purged,
+// so none lands after the partitions' next owner wrote — after a broker
+// restart every member of the group may have been replaced while its
+// records waited in the producer's queue.
 func (g *atLeastOnceCommits) abort(ctx context.Context) error {
-	g.p.WaitDelivered(ctx) // records already sent stay written; forget their reports
+	if err := g.p.Purge(); err != nil {
+		return fmt.Errorf("purging undelivered records: %w", err)
+	}
+	g.p.WaitDelivered(ctx) // the purged records' reports: forget them
 	g.p.LastOffsets()
 	g.p.DeliveryErr()
 	return nil

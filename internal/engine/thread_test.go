@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -509,5 +511,50 @@ func TestZombieOffsetCommitKeepsTheStoreBehind(t *testing.T) {
 		if len(seq) == 0 || seq[len(seq)-1] < n {
 			t.Errorf("key %s: last count %v, want at least %d (updates: %v)", k, seq[len(seq)-1:], n, seq)
 		}
+	}
+}
+
+// At-least-once, records produced while the brokers are down wait in the
+// producer's queue. The commit that cannot deliver them rewinds to the last
+// commit and purges them: they are processed again when the brokers are
+// back, never delivered late as well (a member the group replaced meanwhile
+// would deliver stale results after the new owner's, and a later restore
+// of the changelog would take them).
+func TestOutageRecordsArePurgedNotDeliveredLate(t *testing.T) {
+	cl := kclienttest.NewCluster()
+	gateKey := ""
+	for i := 0; gateKey == ""; i++ {
+		if k := fmt.Sprintf("gate%d", i); kclient.KeyPartition([]byte(k), testParts) == testParts-1 {
+			gateKey = k
+		}
+	}
+	// The gate record takes the brokers away while it is processed: its
+	// results, and those of the records after it, are queued.
+	var once sync.Once
+	r := newRig(t, cl, countTopology(t, func(k, _ string) {
+		if k == gateKey {
+			once.Do(func() { cl.SetDown(true) })
+		}
+	}), false, "")
+	want := feed(cl, 0, 100, 5)
+	run := r.start()
+	wait(t, "the first input committed", func() bool { return caughtUp(cl) })
+	cl.Produce(testIn, testParts-1, kclienttest.Record{Key: []byte(gateKey), Value: []byte("g"), Timestamp: 5000})
+	want[gateKey] = 1
+	wait(t, "the commit during the outage to rewind", func() bool { return run.th.Stats.Aborts.Load() > 0 })
+	cl.SetDown(false)
+	wait(t, "the group to commit all input", func() bool { return caughtUp(cl) })
+	must(t, run.stop(t))
+	exactSequences(t, outputs(t, cl, false), want)
+	var gateWrites int
+	for p := range int32(testParts) {
+		for _, rec := range cl.Records(changelog(), p, false) {
+			if string(rec.Key) != "" && bytes.Contains(rec.Key, []byte(gateKey)) {
+				gateWrites++
+			}
+		}
+	}
+	if gateWrites != 1 {
+		t.Errorf("the changelog has %d updates of %s, want 1: the update queued during the outage was delivered too", gateWrites, gateKey)
 	}
 }

@@ -75,6 +75,13 @@ type Producer interface {
 	// LastOffsets returns, and forgets, the offset of the last record
 	// delivered to each partition since the previous call.
 	LastOffsets() map[TP]int64
+	// Purge drops every record not yet delivered (still queued, or sent
+	// and not acknowledged): none of them is delivered after it returns;
+	// their delivery reports come at once, as failures. At-least-once
+	// purges what it is about to process again, so that a member the group
+	// replaced while the brokers were away cannot deliver old results late,
+	// after the partitions' new owner wrote.
+	Purge() error
 	InitTransactions(ctx context.Context) error
 	BeginTransaction() error
 	SendOffsets(ctx context.Context, offsets map[TP]int64, meta map[TP]string, groupMetadata any) error

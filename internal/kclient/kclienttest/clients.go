@@ -361,6 +361,16 @@ type Producer struct {
 	mu       sync.Mutex // guards delivErr and last
 	delivErr error
 	last     map[kclient.TP]int64
+
+	// queued: records a non-transactional producer produced while the
+	// cluster was down, delivered when it is back unless purged first.
+	// Guarded by c.mu.
+	queued []queuedRecord
+}
+
+type queuedRecord struct {
+	tp kclient.TP
+	r  *Record
 }
 
 // NewProducer returns a producer of the cluster. Its signature is
@@ -372,7 +382,11 @@ func (c *Cluster) NewProducer(cfg kclient.Config) (kclient.Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Producer{c: c, txnID: configString(cfg, "transactional.id"), last: map[kclient.TP]int64{}}, nil
+	pr := &Producer{c: c, txnID: configString(cfg, "transactional.id"), last: map[kclient.TP]int64{}}
+	c.mu.Lock()
+	c.producers = append(c.producers, pr)
+	c.mu.Unlock()
+	return pr, nil
 }
 
 // FailDelivery makes the producer report a failed delivery (as a delivery
@@ -397,7 +411,9 @@ func (p *Producer) txn(op string) (*txnState, error) {
 }
 
 // Produce implements kclient.Producer: the record is in the log at once
-// (part of the open transaction, for a transactional producer).
+// (part of the open transaction, for a transactional producer). While the
+// cluster is down a non-transactional producer's records wait in its queue,
+// as librdkafka's do, and are delivered when the cluster is back.
 func (p *Producer) Produce(rec *rt.OutRecord) error {
 	p.c.mu.Lock()
 	defer p.c.mu.Unlock()
@@ -427,12 +443,40 @@ func (p *Producer) Produce(rec *rt.OutRecord) error {
 		r.txn = st.open
 		st.parts[kclient.TP{Topic: rec.Topic, Partition: part}] = true
 	}
-	l := ps[part]
+	tp := kclient.TP{Topic: rec.Topic, Partition: part}
+	if p.c.down && p.txnID == "" {
+		p.queued = append(p.queued, queuedRecord{tp, r})
+		return nil
+	}
+	p.appendLocked(tp, r)
+	return nil
+}
+
+// appendLocked writes r into tp's log: delivered. Called with p.c.mu held.
+func (p *Producer) appendLocked(tp kclient.TP, r *Record) {
+	l := p.c.topics[tp.Topic][tp.Partition]
 	r.Offset = l.end()
 	l.records = append(l.records, r)
 	p.mu.Lock()
-	p.last[kclient.TP{Topic: rec.Topic, Partition: part}] = r.Offset
+	p.last[tp] = r.Offset
 	p.mu.Unlock()
+}
+
+// deliverQueuedLocked delivers the records queued while the cluster was
+// down. Called with p.c.mu held.
+func (p *Producer) deliverQueuedLocked() {
+	for _, q := range p.queued {
+		p.appendLocked(q.tp, q.r)
+	}
+	p.queued = nil
+}
+
+// Purge implements kclient.Producer: the queued records are dropped.
+func (p *Producer) Purge() error {
+	p.c.mu.Lock()
+	defer p.c.mu.Unlock()
+	p.c.calls["Purge"]++
+	p.queued = nil
 	return nil
 }
 

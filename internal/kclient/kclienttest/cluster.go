@@ -32,6 +32,7 @@ type Cluster struct {
 	topics    map[string][]*partLog
 	committed map[kclient.TP]offsetMeta
 	member    *Consumer            // the group's member, nil when none
+	producers []*Producer          // every producer made, for SetDown
 	txns      map[string]*txnState // by transactional id
 	faults    map[string][]error   // by operation name, in order
 	calls     map[string]int       // by operation name
@@ -191,11 +192,18 @@ func (c *Cluster) Calls(op string) int {
 
 // SetDown makes the brokers unreachable (true) or reachable again: while
 // they are down, every call fails transiently, as librdkafka reports an
-// outage (Poll: kclient.ErrBrokersDown; transactional calls: retriable).
+// outage (Poll: kclient.ErrBrokersDown; transactional calls: retriable),
+// and records produced without a transaction wait in their producer's
+// queue; when the brokers are back, the queued records are delivered.
 func (c *Cluster) SetDown(down bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.down = down
+	if !down {
+		for _, p := range c.producers {
+			p.deliverQueuedLocked()
+		}
+	}
 }
 
 // ErrUnreachable is the transient error calls fail with while the cluster
