@@ -33,6 +33,13 @@ func startScriptCluster(t *testing.T, nodes int) *scriptCluster {
 	}
 	c.env = append(os.Environ(), "EDDY_SERVICES_DIR="+dir, "EDDY_KAFKA_PORT="+strconv.Itoa(c.port),
 		"EDDY_KAFKA_NODES="+strconv.Itoa(nodes))
+	if nodes == 1 {
+		// The single broker's controller runs on its own, as in production:
+		// a combined node restarted after SIGKILL drops the transaction
+		// markers it sends before its own controller fences its old
+		// registration, leaving hanging transactions (scripts/kafka.sh).
+		c.env = append(c.env, "EDDY_KAFKA_CONTROLLER=dedicated")
+	}
 	t.Cleanup(func() {
 		// EDDY_TEST_KEEP_CLUSTER=1 leaves a failed test's cluster running,
 		// for inspecting it with Kafka's tools.
@@ -58,7 +65,11 @@ func startScriptCluster(t *testing.T, nodes int) *scriptCluster {
 // a failed test says what the brokers did (their directory is removed).
 func (c *scriptCluster) logBrokerTails(dir string) {
 	for n := 1; n <= c.nodes; n++ {
-		for _, name := range []string{fmt.Sprintf("kafka-%d.out", n), fmt.Sprintf("kafka-%d.log", n)} {
+		names := []string{fmt.Sprintf("kafka-%d.out", n), fmt.Sprintf("kafka-%d.log", n)}
+		if n == 1 {
+			names = append(names, "kafka-c.log") // a dedicated controller's
+		}
+		for _, name := range names {
 			b, err := os.ReadFile(filepath.Join(dir, name))
 			if err != nil {
 				continue

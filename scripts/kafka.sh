@@ -18,7 +18,15 @@
 # restart, removed at stop). One node by default, with replication factors
 # and min ISR of 1; EDDY_KAFKA_NODES=3 starts a 3-node cluster with
 # replication factor 3 and min.insync.replicas 2 (topics, the offsets topic
-# and the transaction log), for fault tests.
+# and the transaction log), for fault tests. EDDY_KAFKA_CONTROLLER=dedicated
+# runs the KRaft controller as a process of its own (node id 100, on the port
+# after the first broker's) and the nodes as brokers only, as production
+# clusters do: a broker SIGKILLed and restarted then finds a controller that
+# fenced it meanwhile. (A combined single node restarted after SIGKILL serves
+# as coordinator from its old registration until its own controller fences
+# it ~9 s later; transaction markers it sends in that window are dropped for
+# want of a leader, leaving hanging transactions: seen in the broker-restart
+# tests.)
 #
 # Schema registry: the AxonOps Schema Registry pinned in tools/go.mod, built
 # once into $EDDY_CACHE/bin, run with in-memory storage and BACKWARD default
@@ -27,6 +35,7 @@
 # Settings (environment):
 #   EDDY_KAFKA_VERSION   Apache Kafka release     (default: scripts/kafka/pom.xml's, 4.4.0)
 #   EDDY_KAFKA_NODES     cluster size             (default 1)
+#   EDDY_KAFKA_CONTROLLER combined | dedicated    (default combined)
 #   EDDY_KAFKA_PORT      first broker port        (default 19092; node i listens on port+2(i-1),
 #                                                  its controller on the port after)
 #   EDDY_REGISTRY_PORT   schema registry port     (default 18081)
@@ -57,6 +66,12 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 nodes() {
 	if [[ -f $services/kafka.nodes ]]; then cat "$services/kafka.nodes"; else echo "${EDDY_KAFKA_NODES:-1}"; fi
 }
+# Whether the controller runs on its own: what was started (recorded), else
+# the setting.
+dedicated() {
+	if [[ -f $services/kafka.nodes ]]; then [[ -f $services/kafka.controller ]]; else [[ ${EDDY_KAFKA_CONTROLLER:-combined} == dedicated ]]; fi
+}
+controller_id=100
 broker_port() { echo $((base_port + 2 * ($1 - 1))); }
 controller_port() { echo $((base_port + 2 * ($1 - 1) + 1)); }
 pidfile() { echo "$services/kafka-$1.pid"; }
@@ -100,6 +115,7 @@ node_ready() { alive "$(pidfile "$1")" && port_open "$(broker_port "$1")"; }
 kafka_ready() {
 	local n
 	[[ -f $services/kafka.nodes ]] || return 1
+	if dedicated; then alive "$(pidfile c)" || return 1; fi
 	for n in $(seq 1 "$(nodes)"); do node_ready "$n" || return 1; done
 }
 
@@ -120,15 +136,28 @@ write_config() {
 	local n=$1 count data voters= i rf=1 isr=1
 	count=$(nodes)
 	data=$(datadir "$n")
-	for i in $(seq 1 "$count"); do voters+=${voters:+,}$i@127.0.0.1:$(controller_port "$i"); done
+	local roles id listeners advertised=
+	if [[ $n == c ]]; then
+		roles=controller id=$controller_id listeners="CONTROLLER://127.0.0.1:$(controller_port 1)"
+	else
+		advertised="advertised.listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n")"
+		roles=broker,controller id=$n
+		listeners="PLAINTEXT://127.0.0.1:$(broker_port "$n"),CONTROLLER://127.0.0.1:$(controller_port "$n")"
+		if dedicated; then roles=broker listeners="PLAINTEXT://127.0.0.1:$(broker_port "$n")"; fi
+	fi
+	if dedicated; then
+		voters=$controller_id@127.0.0.1:$(controller_port 1)
+	else
+		for i in $(seq 1 "$count"); do voters+=${voters:+,}$i@127.0.0.1:$(controller_port "$i"); done
+	fi
 	if [[ $count -gt 1 ]]; then rf=3 isr=2; fi
 	mkdir -p "$data"
 	cat >"$data/server.properties" <<EOF
-process.roles=broker,controller
-node.id=$n
+process.roles=$roles
+node.id=$id
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n"),CONTROLLER://127.0.0.1:$(controller_port "$n")
-advertised.listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n")
+listeners=$listeners
+$advertised
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
@@ -157,7 +186,11 @@ launch() {
 	nohup java $(java_opts "$n") -cp "$(kafka_classpath)" kafka.Kafka "$(datadir "$n")/server.properties" \
 		>"$services/kafka-$n.out" 2>&1 &
 	echo $! >"$(pidfile "$n")"
-	log "Kafka $kafka_version node $n starting (pid $!, port $(broker_port "$n"), log $services/kafka-$n.log)"
+	if [[ $n == c ]]; then
+		log "Kafka $kafka_version controller starting (pid $!, port $(controller_port 1), log $services/kafka-$n.log)"
+	else
+		log "Kafka $kafka_version node $n starting (pid $!, port $(broker_port "$n"), log $services/kafka-$n.log)"
+	fi
 }
 
 # wait_port waits until node n's broker port answers.
@@ -209,18 +242,24 @@ start_kafka() {
 		done
 	done
 	fetch_kafka
-	rm -rf "$services/kafka-data"
+	rm -rf "$services/kafka-data" "$services/kafka.controller"
+	local members
+	members=$(seq 1 "$count")
+	if [[ ${EDDY_KAFKA_CONTROLLER:-combined} == dedicated ]]; then
+		touch "$services/kafka.controller"
+		members="c $members"
+	fi
 	echo "$count" >"$services/kafka.nodes"
 	local cluster_id
 	cluster_id=$(java -cp "$(kafka_classpath)" kafka.tools.StorageTool random-uuid 2>/dev/null)
-	for n in $(seq 1 "$count"); do
+	for n in $members; do
 		write_config "$n"
 		# shellcheck disable=SC2046
 		java $(java_opts "$n") -cp "$(kafka_classpath)" kafka.tools.StorageTool format \
 			-t "$cluster_id" -c "$(datadir "$n")/server.properties" >"$services/kafka-format-$n.log" 2>&1 ||
 			{ cat "$services/kafka-format-$n.log" >&2; exit 1; }
 	done
-	for n in $(seq 1 "$count"); do launch "$n"; done
+	for n in $members; do launch "$n"; done
 	for n in $(seq 1 "$count"); do wait_port "$n"; done
 	# The port answering is not enough: wait until a metadata request succeeds.
 	wait_metadata
@@ -332,8 +371,10 @@ stop)
 			alive "$(pidfile "$n")" && kill "$(cat "$(pidfile "$n")")" 2>/dev/null || true
 		done
 		for n in $(seq 1 "$(nodes)"); do stop_one "kafka node $n" "$(pidfile "$n")"; done
+		# A dedicated controller last: the brokers' shutdown needs it.
+		stop_one "kafka controller" "$(pidfile c)"
 	fi
-	rm -rf "$services/kafka-data" "$services/kafka.nodes"
+	rm -rf "$services/kafka-data" "$services/kafka.nodes" "$services/kafka.controller"
 	;;
 status)
 	ok=0

@@ -180,6 +180,14 @@ func (noSyncFile) Sync() error                { return nil }
 func (noSyncFile) SyncData() error            { return nil }
 func (noSyncFile) SyncTo(int64) (bool, error) { return false, nil }
 
+// Preallocate does nothing: Pebble reserves 110% of MemTableSize (70 MiB)
+// at a time for each write-ahead log, and keeps up to
+// MemTableStopWritesThreshold+1 old logs for reuse — measured, 360 MB of
+// disk for 1M keys whose logs held 29 MB, against 36 MB without. The
+// reservation only saves file-size updates in the fsyncs that this file
+// system skips.
+func (noSyncFile) Preallocate(int64, int64) error { return nil }
+
 // Flush implements Backend: memtables are written to sstables, so a restart
 // reads them without replaying the write-ahead log.
 func (p *Pebble) Flush() error { return p.db.Flush() }

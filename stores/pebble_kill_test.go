@@ -68,3 +68,47 @@ func killChild(dir string, n int) {
 	syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {}
 }
+
+// The state directory holds what the store holds, not reservations: with
+// the default options (no fsync) a few MB of commits take a few MB of disk.
+// Pebble alone reserves 70 MiB per write-ahead log (110% of the memtable)
+// and keeps up to five old logs: 360 MB for 1M keys that needed 36 MB.
+func TestPebbleDiskIsWhatItHolds(t *testing.T) {
+	dir := t.TempDir()
+	p, err := stores.OpenPebble(dir, stores.PebbleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var written int64
+	for c := range 200 { // 200 commits of 500 keys, ~6 MB in all
+		var b stores.Batch
+		for i := range 500 {
+			k := fmt.Appendf(nil, "0_0/counts/key-%09d", c*500+i)
+			v := make([]byte, 40)
+			b.Set(k, v)
+			written += int64(len(k) + len(v))
+		}
+		if err := p.Apply(&b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var allocated int64
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			allocated += st.Blocks * 512
+		}
+	}
+	if allocated > 4*written+(4<<20) {
+		t.Fatalf("the state directory takes %.1f MB of disk for %.1f MB written", float64(allocated)/1e6, float64(written)/1e6)
+	}
+	t.Logf("%.1f MB of disk for %.1f MB written", float64(allocated)/1e6, float64(written)/1e6)
+}

@@ -189,8 +189,16 @@ func (th *Thread) assign(tps []kclient.TP) error {
 // the whole group (seen: a rebalance every minute for minutes).
 func (th *Thread) committedOffsets(ctx context.Context, tps []kclient.TP) (c map[kclient.TP]int64, meta map[kclient.TP]string, err error) {
 	attempt := 0
+	began, warned := time.Now(), time.Time{}
 	err = th.retry(ctx, "reading committed offsets", func() error {
 		attempt++
+		if waited := time.Since(began); th.cfg.ExactlyOnce && waited > 2*time.Minute && time.Since(warned) > time.Minute {
+			// Under read_committed the read waits while a transaction holds
+			// offsets of the group; none lasts that long.
+			warned = time.Now()
+			th.log.Warn("the group's committed offsets stay unstable far longer than transactions last; the brokers may hold a hanging transaction on the offsets topic (see kafka-transactions.sh find-hanging); waiting",
+				zap.Duration("for", waited.Round(time.Second)))
+		}
 		cctx, cancel := context.WithTimeout(ctx, time.Duration(min(attempt, 3))*5*time.Second)
 		defer cancel()
 		c, meta, err = th.consumer.Committed(cctx, tps)
