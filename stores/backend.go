@@ -169,11 +169,13 @@ func DropTask(b Backend, task string) error {
 	return b.Apply(&batch)
 }
 
-// DropStore deletes one store of one task and its stored offset.
+// DropStore deletes one store of one task (with its time index, if any) and
+// its stored offset.
 func DropStore(b Backend, task, store string) error {
-	p := DataPrefix(task, store)
 	var batch Batch
-	batch.DeleteRange(p, prefixEnd(p))
+	for _, p := range [][]byte{DataPrefix(task, store), DataPrefix(task, store+ttlSuffix)} {
+		batch.DeleteRange(p, prefixEnd(p))
+	}
 	batch.Delete(offsetKey(task, store))
 	return b.Apply(&batch)
 }
@@ -189,14 +191,57 @@ type ChangelogRecord struct {
 // Restore writes changelog records into one store of one task, together with
 // nextOffset (the changelog offset after the last record), in one atomic
 // write. For timestamped stores the record timestamp is stored in front of
-// the value, as the store layers expect.
-func Restore(b Backend, task, store string, timestamped bool, recs []ChangelogRecord, nextOffset int64) error {
-	return restore(b, task, store, offsetKey(task, store), timestamped, recs, nextOffset)
+// the value, as the store layers expect; for a store with a time to live
+// the time index is written too (and the estimate of live entries moved by
+// the records' sets less their tombstones).
+func Restore(b Backend, task string, spec Spec, recs []ChangelogRecord, nextOffset int64) error {
+	var batch Batch
+	if spec.TTL > 0 {
+		if err := restoreIndex(b, &batch, task, spec.Name, recs); err != nil {
+			return err
+		}
+	}
+	return restore(b, &batch, task, spec.Name, offsetKey(task, spec.Name), spec.Timestamped, recs, nextOffset)
 }
 
-func restore(b Backend, task, store string, offKey []byte, timestamped bool, recs []ChangelogRecord, nextOffset int64) error {
+// restoreIndex adds the time index keys of recs to batch and keeps the
+// count of live entries exact (a read of each key not seen in the batch:
+// restoring a store with a time to live costs a lookup per record).
+func restoreIndex(b Backend, batch *Batch, task, store string, recs []ChangelogRecord) error {
+	prefix := DataPrefix(task, store+ttlSuffix)
+	data := DataPrefix(task, store)
+	m, _, err := readTTLMeta(CommittedView(b, task, store+ttlSuffix))
+	if err != nil {
+		return err
+	}
+	exists := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		was, seen := exists[string(r.Key)]
+		if !seen {
+			_, ok, err := b.Get(append(bytes.Clone(data), r.Key...))
+			if err != nil {
+				return err
+			}
+			was = ok
+		}
+		now := r.Value != nil
+		exists[string(r.Key)] = now
+		switch {
+		case now && !was:
+			m.live++
+		case !now && was:
+			m.live--
+		}
+		if now {
+			batch.Set(appendIndexKey(bytes.Clone(prefix), r.Timestamp, r.Key), nil)
+		}
+	}
+	batch.Set(prefix, m.encode()) // the empty index key
+	return nil
+}
+
+func restore(b Backend, batch *Batch, task, store string, offKey []byte, timestamped bool, recs []ChangelogRecord, nextOffset int64) error {
 	prefix := DataPrefix(task, store)
-	var batch Batch
 	for _, r := range recs {
 		k := append(append(make([]byte, 0, len(prefix)+len(r.Key)), prefix...), r.Key...)
 		switch {
@@ -209,7 +254,7 @@ func restore(b Backend, task, store string, offKey []byte, timestamped bool, rec
 		}
 	}
 	batch.Set(offKey, encodeOffset(nextOffset))
-	return b.Apply(&batch)
+	return b.Apply(batch)
 }
 
 // GlobalTask is the task id under which global stores live: one copy per
@@ -226,7 +271,7 @@ func globalOffsetKey(store string, partition int32) []byte {
 // topic into its store (values prefixed with their timestamps), together
 // with the next offset to read, in one atomic write.
 func ApplyGlobal(b Backend, store string, partition int32, recs []ChangelogRecord, nextOffset int64) error {
-	return restore(b, GlobalTask, store, globalOffsetKey(store, partition), true, recs, nextOffset)
+	return restore(b, &Batch{}, GlobalTask, store, globalOffsetKey(store, partition), true, recs, nextOffset)
 }
 
 // GlobalOffset returns the next offset to read of one partition of a global

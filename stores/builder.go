@@ -3,6 +3,7 @@ package stores
 import (
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/eddy-go/eddy/serde"
 )
@@ -37,6 +38,14 @@ type Spec struct {
 	Cached      bool              // uses the thread's record cache
 	InMemory    bool              // Memory backend instead of Pebble
 	Timestamped bool              // values carry the 8-byte timestamp prefix
+	// TTL, when positive, expires key-value entries that old (see
+	// KeyValueBuilder.WithTTL), measured in TTLClock.
+	TTL      time.Duration
+	TTLClock TTLClock
+	// StampsValues: the store adds the timestamp prefix below the typed
+	// layer itself (a plain store with a TTL); restore and queries treat
+	// its values as timestamped.
+	StampsValues bool
 }
 
 // Env is what a task gives a store builder.
@@ -55,6 +64,9 @@ type Env struct {
 	Topic string
 	// Timestamp returns the timestamp of the record being processed.
 	Timestamp func() int64
+	// StreamTime returns the task's stream time (-1 before any record);
+	// stores with a time to live expire by it.
+	StreamTime func() int64
 }
 
 // Builder builds one instance of a store for each task that uses it.
@@ -86,9 +98,10 @@ type CacheFlusher interface {
 // KeyValueBuilder builds typed key-value stores. By default a store is
 // logged (changelog topic), not cached, and kept in Pebble.
 type KeyValueBuilder[K, V any] struct {
-	spec Spec
-	ks   serde.Serde[K]
-	vs   serde.Serde[V]
+	spec        Spec
+	ks          serde.Serde[K]
+	vs          serde.Serde[V]
+	timestamped bool // the typed values carry the timestamp prefix
 }
 
 // KeyValue returns a builder for the key-value store name.
@@ -101,6 +114,7 @@ func KeyValue[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V]) *KeyV
 func TimestampedKeyValue[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V]) *KeyValueBuilder[K, ValueAndTimestamp[V]] {
 	b := KeyValue(name, ks, TimestampedSerde(vs))
 	b.spec.Timestamped = true
+	b.timestamped = true
 	return b
 }
 
@@ -124,10 +138,30 @@ func (b *KeyValueBuilder[K, V]) InMemory(on bool) *KeyValueBuilder[K, V] {
 	return b
 }
 
+// WithTTL gives the store a time to live: an entry expires once the
+// task's stream time (or the wall clock, with WallClockTime) reaches its
+// timestamp plus d. The entry's timestamp is the one a timestamped store
+// keeps with its value; a plain store stamps each write with the timestamp
+// of the record being processed. An expired entry is deleted (a tombstone to
+// the changelog in the same commit) and never read again; expiry costs what
+// expires, never a scan of the store. d <= 0 turns it off.
+func (b *KeyValueBuilder[K, V]) WithTTL(d time.Duration, clock ...TTLClock) *KeyValueBuilder[K, V] {
+	b.spec.TTL = max(d, 0)
+	b.spec.TTLClock = StreamTime
+	if len(clock) > 0 {
+		b.spec.TTLClock = clock[0]
+	}
+	b.spec.StampsValues = b.spec.TTL > 0 && !b.timestamped
+	return b
+}
+
 // Spec implements Builder.
 func (b *KeyValueBuilder[K, V]) Spec() Spec {
 	s := b.spec
 	s.LogConfig = maps.Clone(b.spec.LogConfig)
+	if s.StampsValues {
+		s.Timestamped = true // below the typed layer the values are
+	}
 	return s
 }
 
@@ -137,14 +171,21 @@ func (b *KeyValueBuilder[K, V]) Serdes() (serde.Serde[K], serde.Serde[V]) { retu
 // Build implements Builder: the task's slice of the write set, then the
 // changelog layer, the cache layer and the typed layer.
 func (b *KeyValueBuilder[K, V]) Build(env Env) (Store, error) {
-	bs, cached, topic, err := layers(b.spec, env)
+	spec := b.Spec()
+	bs, cached, topic, err := layers(spec, env)
 	if err != nil {
 		return nil, err
 	}
-	return &builtKV[K, V]{
-		kvStore: kvStore[K, V]{name: b.spec.Name, topic: topic, under: bs, ks: b.ks, vs: b.vs},
+	s := &builtKV[K, V]{
+		kvStore: kvStore[K, V]{name: spec.Name, topic: topic, under: bs, ks: b.ks, vs: b.vs},
 		cached:  cached,
-	}, nil
+	}
+	if spec.TTL > 0 {
+		index := newTaskSlice(env.WriteSet, env.Task, spec.Name+ttlSuffix)
+		s.ttl = newTTLLayer(bs, index, spec.TTL, spec.TTLClock, spec.StampsValues, &storeClock{record: env.Timestamp}, env.StreamTime)
+		s.under = s.ttl
+	}
+	return s, nil
 }
 
 // layers stacks a store's byte-level layers: the task's slice of the write
@@ -179,6 +220,7 @@ func layers(spec Spec, env Env) (BytesStore, *caching, string, error) {
 type builtKV[K, V any] struct {
 	kvStore[K, V]
 	cached *caching
+	ttl    *ttlLayer // nil without a time to live
 }
 
 func (s *builtKV[K, V]) Flush() error { return s.under.Flush() }
@@ -187,6 +229,25 @@ func (s *builtKV[K, V]) Discard() {
 	if s.cached != nil {
 		s.cached.nc.clear()
 	}
+	if s.ttl != nil {
+		s.ttl.discard()
+	}
+}
+
+// SetExpiryListener implements Expirer; without a time to live it does
+// nothing.
+func (s *builtKV[K, V]) SetExpiryListener(l ExpiryListener) {
+	if s.ttl != nil {
+		s.ttl.listener = l
+	}
+}
+
+// TTL implements Expirer: 0 without a time to live.
+func (s *builtKV[K, V]) TTL() (time.Duration, TTLClock) {
+	if s.ttl == nil {
+		return 0, StreamTime
+	}
+	return time.Duration(s.ttl.ttl) * time.Millisecond, s.ttl.clockKind
 }
 
 func (s *builtKV[K, V]) Close() error {

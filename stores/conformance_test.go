@@ -341,7 +341,7 @@ func TestRestoreWritesRecordsAndOffset(t *testing.T) {
 				{Key: []byte("b"), Value: []byte("2"), Timestamp: 200},
 				{Key: []byte("a"), Value: nil, Timestamp: 300},
 			}
-			if err := stores.Restore(b, "1_0", "tkv", true, recs, 3); err != nil {
+			if err := stores.Restore(b, "1_0", stores.Spec{Name: "tkv", Timestamped: true}, recs, 3); err != nil {
 				t.Fatal(err)
 			}
 			off, ok, err := stores.StoredOffset(b, "1_0", "tkv")

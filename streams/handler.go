@@ -166,6 +166,7 @@ type RecordCounts struct {
 	Skipped      int64 `json:"skipped"`
 	DeadLettered int64 `json:"dead_lettered"`
 	Late         int64 `json:"late"`
+	Deduplicated int64 `json:"deduplicated"`
 	CacheHits    int64 `json:"cache_hits"`
 	CacheMisses  int64 `json:"cache_misses"`
 }

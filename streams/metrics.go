@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eddy-go/eddy/internal/engine"
+	"github.com/eddy-go/eddy/stores"
 )
 
 // The app's Prometheus metrics, each labelled application_id. Besides the
@@ -16,7 +17,7 @@ import (
 // eddy_end_to_end_latency_seconds, eddy_commit_duration_seconds), these
 // are read from the threads when scraped.
 type descs struct {
-	descState, descCommits, descAborts, descRebalances, descRestored, descRestoreRate, descRemaining, descProcessed, descSkipped, descDLQ, descLate, descCacheHits, descCacheMiss, descCacheRatio, descLag, descStreamTime, descStoreBytes, descDiskBytes, descGlobalApp, descGlobalSkip, descUnreachable *prometheus.Desc
+	descState, descCommits, descAborts, descRebalances, descRestored, descRestoreRate, descRemaining, descProcessed, descSkipped, descDLQ, descLate, descDedup, descTTLLive, descTTLExpired, descCacheHits, descCacheMiss, descCacheRatio, descLag, descStreamTime, descStoreBytes, descDiskBytes, descGlobalApp, descGlobalSkip, descUnreachable *prometheus.Desc
 }
 
 func newDescs(constLabels prometheus.Labels) *descs {
@@ -35,6 +36,9 @@ func newDescs(constLabels prometheus.Labels) *descs {
 		descSkipped:     mk("eddy_records_skipped_total", "Records skipped: null keys or values where an operation needs them, or failed records an error handler continued past."),
 		descDLQ:         mk("eddy_records_dead_lettered_total", "Records written to the dead-letter topic."),
 		descLate:        mk("eddy_late_records_total", "Records that arrived after their window closed (window end plus grace)."),
+		descDedup:       mk("eddy_records_deduplicated_total", "Duplicate records dropped by Deduplicate operators."),
+		descTTLLive:     mk("eddy_store_live_entries", "Estimated live entries of a key-value store with a time to live, as of its task's last commit.", "store", "task"),
+		descTTLExpired:  mk("eddy_store_expired_entries_total", "Entries a key-value store with a time to live expired, as of its task's last commit.", "store", "task"),
 		descCacheHits:   mk("eddy_cache_hits_total", "Record cache reads answered by the cache."),
 		descCacheMiss:   mk("eddy_cache_misses_total", "Record cache reads that went to the store."),
 		descCacheRatio:  mk("eddy_cache_hit_ratio", "Cache hits over cache reads since the instance started."),
@@ -57,7 +61,7 @@ type collector struct {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.descState, c.descCommits, c.descAborts, c.descRebalances, c.descRestored, c.descRestoreRate, c.descRemaining,
-		c.descProcessed, c.descSkipped, c.descDLQ, c.descLate, c.descCacheHits, c.descCacheMiss, c.descCacheRatio, c.descLag,
+		c.descProcessed, c.descSkipped, c.descDLQ, c.descLate, c.descDedup, c.descTTLLive, c.descTTLExpired, c.descCacheHits, c.descCacheMiss, c.descCacheRatio, c.descLag,
 		c.descStreamTime, c.descStoreBytes, c.descDiskBytes, c.descGlobalApp, c.descGlobalSkip, c.descUnreachable} {
 		ch <- d
 	}
@@ -101,6 +105,22 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 					send(c.descLag, prometheus.GaugeValue, float64(p.Lag), p.Topic, strconv.Itoa(int(p.Partition)), tk.ID)
 				}
 			}
+			for _, s := range a.taskStoreSpecs(tk.ID) {
+				var b stores.Backend
+				switch {
+				case s.InMemory && a.memory != nil:
+					b = a.memory
+				case !s.InMemory && a.pebble != nil:
+					b = a.pebble
+				}
+				if s.TTL <= 0 || b == nil {
+					continue
+				}
+				if live, expired, ok, err := stores.TTLStats(b, tk.ID, s.Name); err == nil && ok {
+					send(c.descTTLLive, prometheus.GaugeValue, float64(live), s.Name, tk.ID)
+					send(c.descTTLExpired, prometheus.CounterValue, float64(expired), s.Name, tk.ID)
+				}
+			}
 			if a.pebble != nil {
 				for _, s := range a.taskStores(tk.ID) {
 					if n, err := a.pebble.StoreDiskBytes(tk.ID, s); err == nil {
@@ -120,6 +140,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	send(c.descSkipped, prometheus.CounterValue, float64(counts.Skipped))
 	send(c.descDLQ, prometheus.CounterValue, float64(counts.DeadLettered))
 	send(c.descLate, prometheus.CounterValue, float64(counts.Late))
+	send(c.descDedup, prometheus.CounterValue, float64(counts.Deduplicated))
 	send(c.descCacheHits, prometheus.CounterValue, float64(counts.CacheHits))
 	send(c.descCacheMiss, prometheus.CounterValue, float64(counts.CacheMisses))
 	if reads := counts.CacheHits + counts.CacheMisses; reads > 0 {
@@ -141,6 +162,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 // taskStores returns the Pebble stores of a task ("<subtopology>_<p>").
 func (a *App) taskStores(task string) []string {
+	var out []string
+	for _, s := range a.taskStoreSpecs(task) {
+		if !s.InMemory {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// taskStoreSpecs returns the specs of the stores of task's sub-topology.
+func (a *App) taskStoreSpecs(task string) []stores.Spec {
 	sub, _, ok := strings.Cut(task, "_")
 	if !ok {
 		return nil
@@ -149,15 +181,13 @@ func (a *App) taskStores(task string) []string {
 	if err != nil {
 		return nil
 	}
-	var out []string
+	var out []stores.Spec
 	for _, st := range a.prog.Subtopologies {
 		if st.ID != id {
 			continue
 		}
 		for _, s := range st.Stores {
-			if !s.Builder.Spec().InMemory {
-				out = append(out, s.Name())
-			}
+			out = append(out, s.Builder.Spec())
 		}
 	}
 	return out

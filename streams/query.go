@@ -83,7 +83,12 @@ func (a *App) view(s *rt.StoreSpec, tasks []string) (stores.BytesStore, func(), 
 			}
 		}
 	}
-	return stores.CommittedViews(backend, tasks, s.Name()), a.storeMu.RUnlock, nil
+	v, err := stores.QueryViews(backend, tasks, s.Builder.Spec())
+	if err != nil {
+		a.storeMu.RUnlock()
+		return nil, nil, err
+	}
+	return v, a.storeMu.RUnlock, nil
 }
 
 // ownedTask reports whether this instance has task (restored) now.

@@ -45,6 +45,9 @@ func (t *Topology) Describe() string {
 			case rt.KindProcessor:
 				st := append([]string(nil), n.Stores...)
 				sort.Strings(st)
+				for i, name := range st {
+					st[i] = name + t.storeNote(name)
+				}
 				sb.WriteString("Processor: " + n.Name + " (stores: [" + strings.Join(st, ", ") + "])")
 				sb.WriteString("\n      --> " + names(n.Children, size))
 				sb.WriteString("\n      <-- " + names(n.Parents, size))
@@ -61,6 +64,20 @@ func (t *Topology) Describe() string {
 		sb.WriteString("\n")
 	}
 	return sb.String()
+}
+
+// storeNote is what Describe and Mermaid add to a store's name: its time
+// to live, if it has one (Kafka Streams has none, so its descriptions
+// never differ from ours by this).
+func (t *Topology) storeNote(name string) string {
+	for _, st := range t.prog.Subtopologies {
+		for _, s := range st.Stores {
+			if spec := s.Builder.Spec(); spec.Name == name && spec.TTL > 0 {
+				return " (TTL " + spec.TTL.String() + " of " + spec.TTLClock.String() + ")"
+			}
+		}
+	}
+	return ""
 }
 
 // subtreeSizes counts, for each node, itself plus the sizes of its children

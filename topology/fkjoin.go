@@ -188,6 +188,9 @@ func fkJoin[K, V, KO, VO, VR any](t *KTable[K, V], other *KTable[KO, VO], foreig
 			outStore = prefix + "-STATE-STORE"
 		}
 		mo.caching = false
+		if mo.ttl > 0 {
+			b.errorf("foreign-key join %s: WithTTL is not supported on a foreign-key join's result (its rows follow the joined tables: give those the TTL)", prefix)
+		}
 		materialize(b, mo, outStore, ks, nil)
 	}
 	t.info.enableSendOld()     // a changed foreign key retracts the old subscription

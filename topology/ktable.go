@@ -99,7 +99,8 @@ func materialize[K, V any](b *Builder, m MaterializedOptions[K, V], name string,
 	sb := stores.TimestampedKeyValue(name, ks, vs).
 		WithCaching(m.caching).
 		WithLogging(m.logging, m.logConfig).
-		InMemory(m.backend == InMemory)
+		InMemory(m.backend == InMemory).
+		WithTTL(m.ttl, m.ttlClock)
 	b.addStore(sb)
 	return name
 }

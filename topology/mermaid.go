@@ -36,7 +36,7 @@ func (t *Topology) Mermaid() string {
 	store := func(name string) string {
 		k := "s:" + name
 		if _, ok := ids[k]; !ok {
-			outside = append(outside, fmt.Sprintf("  %s[(%s)]", id("s", name), mermaidLabel(name)))
+			outside = append(outside, fmt.Sprintf("  %s[(%s)]", id("s", name), mermaidLabel(name+t.storeNote(name))))
 		}
 		return id("s", name)
 	}

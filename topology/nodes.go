@@ -182,7 +182,35 @@ type fwd[K, V any] = rt.Forwarder[K, change[V]]
 // forwardOnFlush makes a cached store forward a table's updates as the
 // cache flushes them, as Kafka Streams' TimestampedTupleForwarder; it
 // returns false when the store is not cached (forward on every update then).
+// A store with a time to live forwards its expiries as deletions: through
+// the cache's flush when cached, as they happen otherwise.
 func forwardOnFlush[K, V any](store timestampedStore[K, V], fw *fwd[K, V], sendOld *bool) bool {
+	cached := forwardCached(store, fw, sendOld)
+	if ex, ok := store.(stores.Expirer); ok && !cached {
+		if ttl, _ := ex.TTL(); ttl > 0 {
+			ks, vs, topic := store.Serdes()
+			ex.SetExpiryListener(func(key, old []byte, ts int64) error {
+				k, err := ks.Deserialize(topic, key)
+				if err != nil {
+					return err
+				}
+				c := change[V]{}
+				if *sendOld {
+					ov, err := vs.Deserialize(topic, old)
+					if err != nil {
+						return err
+					}
+					c.Old, c.HasOld = ov.Value, true
+				}
+				fw.Forward(processor.Record[K, change[V]]{Key: k, Value: c, Timestamp: ts})
+				return nil
+			})
+		}
+	}
+	return cached
+}
+
+func forwardCached[K, V any](store timestampedStore[K, V], fw *fwd[K, V], sendOld *bool) bool {
 	cf, ok := store.(stores.CacheFlusher)
 	if !ok {
 		return false

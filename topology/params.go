@@ -8,6 +8,7 @@ import (
 	"github.com/eddy-go/eddy/processor"
 
 	"github.com/eddy-go/eddy/serde"
+	"github.com/eddy-go/eddy/stores"
 )
 
 // Named names an operator. Names keep generated node, store and topic names
@@ -166,6 +167,8 @@ type MaterializedOptions[K, V any] struct {
 	logConfig  map[string]string
 	backend    Backend
 	retention  time.Duration
+	ttl        time.Duration
+	ttlClock   stores.TTLClock
 }
 
 // Materialized returns store parameters naming the store; an empty name
@@ -201,6 +204,25 @@ func (m MaterializedOptions[K, V]) WithLogging(on bool, config map[string]string
 // size plus grace, the least that works).
 func (m MaterializedOptions[K, V]) WithRetention(d time.Duration) MaterializedOptions[K, V] {
 	m.retention = d
+	return m
+}
+
+// WithTTL gives a table's or an aggregation's key-value store a time to
+// live: a key not updated for d of stream time (by default; or wall-clock
+// time with stores.WallClockTime) expires — deleted from the store, a
+// tombstone to its changelog in the same commit, and a tombstone downstream
+// (a deletion, as if the table's topic had one), so joins and queries
+// forget it too. A key's age is measured from its timestamp: the record
+// that last wrote it for a table, the newest record folded in for an
+// aggregation. Stream-time expiry is deterministic: a replay expires the
+// same keys at the same records. Wall-clock expiry is not reproducible.
+// d <= 0 keeps keys forever (the default).
+func (m MaterializedOptions[K, V]) WithTTL(d time.Duration, clock ...stores.TTLClock) MaterializedOptions[K, V] {
+	m.ttl = max(d, 0)
+	m.ttlClock = stores.StreamTime
+	if len(clock) > 0 {
+		m.ttlClock = clock[0]
+	}
 	return m
 }
 

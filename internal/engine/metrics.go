@@ -73,6 +73,7 @@ type Counts struct {
 	Skipped      int64 `json:"skipped"`
 	DeadLettered int64 `json:"dead_lettered"`
 	Late         int64 `json:"late"`
+	Deduplicated int64 `json:"deduplicated"`
 	CacheHits    int64 `json:"cache_hits"`
 	CacheMisses  int64 `json:"cache_misses"`
 }
@@ -83,6 +84,7 @@ func (c *Counts) Add(o Counts) {
 	c.Skipped += o.Skipped
 	c.DeadLettered += o.DeadLettered
 	c.Late += o.Late
+	c.Deduplicated += o.Deduplicated
 	c.CacheHits += o.CacheHits
 	c.CacheMisses += o.CacheMisses
 }
@@ -145,6 +147,7 @@ func addCounters(c *Counts, t *rt.Task) {
 	c.Skipped += t.Counters.Skipped.Load()
 	c.DeadLettered += t.Counters.DeadLettered.Load()
 	c.Late += t.Counters.Late.Load()
+	c.Deduplicated += t.Counters.Deduplicated.Load()
 }
 
 // snapshot refreshes the thread's snapshot when it is older than 500ms (or

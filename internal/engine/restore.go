@@ -25,14 +25,14 @@ type ThreadStats struct {
 
 // restoreTarget is one changelog partition being read into a store.
 type restoreTarget struct {
-	task        *task
-	store       string
-	timestamped bool
-	backend     stores.Backend
-	from, end   int64
-	last        int64 // offset of the last record read, -1 none
-	pending     []stores.ChangelogRecord
-	restored    int64
+	task      *task
+	store     string
+	spec      stores.Spec
+	backend   stores.Backend
+	from, end int64
+	last      int64 // offset of the last record read, -1 none
+	pending   []stores.ChangelogRecord
+	restored  int64
 }
 
 const restoreBatch = 10_000
@@ -45,9 +45,8 @@ const restoreBatch = 10_000
 // until done.
 func (th *Thread) startRestore(ctx context.Context) error {
 	type want struct {
-		tk          *task
-		store       string
-		timestamped bool
+		tk   *task
+		spec stores.Spec
 	}
 	wants := map[kclient.TP]want{}
 	var tps []kclient.TP
@@ -59,7 +58,7 @@ func (th *Thread) startRestore(ctx context.Context) error {
 				continue
 			}
 			tp := kclient.TP{Topic: rt.ChangelogTopic(th.cfg.AppID, spec.Name), Partition: tk.id.Partition}
-			wants[tp] = want{tk, spec.Name, spec.Timestamped}
+			wants[tp] = want{tk, spec}
 			tps = append(tps, tp)
 		}
 	}
@@ -72,9 +71,9 @@ func (th *Thread) startRestore(ctx context.Context) error {
 	}
 	var paused []kclient.TP
 	for tp, w := range wants {
-		b := th.backend(w.store)
+		b := th.backend(w.spec.Name)
 		task := w.tk.id.String()
-		stored, ok, err := stores.StoredOffset(b, task, w.store)
+		stored, ok, err := stores.StoredOffset(b, task, w.spec.Name)
 		if err != nil {
 			return err
 		}
@@ -86,26 +85,26 @@ func (th *Thread) startRestore(ctx context.Context) error {
 		case !ok || stored < lo || stored > hi:
 			if ok {
 				th.log.Warn("store offset outside its changelog; wiping and restoring in full",
-					zap.String("task", task), zap.String("store", w.store), zap.Int64("stored", stored),
+					zap.String("task", task), zap.String("store", w.spec.Name), zap.Int64("stored", stored),
 					zap.Int64("changelog_start", lo), zap.Int64("changelog_end", hi))
 			}
-			if err := stores.DropStore(b, task, w.store); err != nil {
+			if err := stores.DropStore(b, task, w.spec.Name); err != nil {
 				return err
 			}
 			from = lo
 			if hi == lo {
 				// An empty changelog: remember where it ends.
-				if err := stores.Restore(b, task, w.store, w.timestamped, nil, hi); err != nil {
+				if err := stores.Restore(b, task, w.spec, nil, hi); err != nil {
 					return err
 				}
 				continue
 			}
 		}
-		th.restoring[tp] = &restoreTarget{task: w.tk, store: w.store, timestamped: w.timestamped, backend: b, from: from, end: hi, last: -1}
+		th.restoring[tp] = &restoreTarget{task: w.tk, store: w.spec.Name, spec: w.spec, backend: b, from: from, end: hi, last: -1}
 		w.tk.restoring++
 		th.Stats.RestoreRemaining.Add(hi - from)
 		th.Stats.RestoringChangelogParts.Add(1)
-		th.log.Info("restoring store", zap.String("task", task), zap.String("store", w.store),
+		th.log.Info("restoring store", zap.String("task", task), zap.String("store", w.spec.Name),
 			zap.Int64("from", from), zap.Int64("to", hi), zap.Int64("records", hi-from))
 	}
 	for _, tk := range th.order {
@@ -293,7 +292,7 @@ func (th *Thread) restoreStep() error {
 // applyRestore writes a target's pending records and its next offset in
 // one atomic write.
 func (th *Thread) applyRestore(t *restoreTarget, next int64) error {
-	if err := stores.Restore(t.backend, t.task.id.String(), t.store, t.timestamped, t.pending, next); err != nil {
+	if err := stores.Restore(t.backend, t.task.id.String(), t.spec, t.pending, next); err != nil {
 		return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.task.id, err)
 	}
 	n := int64(len(t.pending))

@@ -90,6 +90,7 @@ type Counters struct {
 	Skipped      atomic.Int64 // errors handled with Continue, records dropped by an operator
 	DeadLettered atomic.Int64
 	Late         atomic.Int64
+	Deduplicated atomic.Int64 // duplicates a Deduplicate operator dropped
 }
 
 // Task runs one sub-topology on one partition number. It is owned by one
@@ -167,11 +168,12 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 func (t *Task) buildStore(ss *StoreSpec) error {
 	spec := ss.Builder.Spec()
 	env := stores.Env{
-		Task:      t.idString,
-		WriteSet:  t.cfg.WriteSet(spec.InMemory),
-		Cache:     t.cfg.Cache,
-		Topic:     spec.Name,
-		Timestamp: func() int64 { return t.cur.timestamp },
+		Task:       t.idString,
+		WriteSet:   t.cfg.WriteSet(spec.InMemory),
+		Cache:      t.cfg.Cache,
+		Topic:      spec.Name,
+		Timestamp:  func() int64 { return t.cur.timestamp },
+		StreamTime: func() int64 { return t.streamTime },
 	}
 	if spec.Logged {
 		topic := ChangelogTopic(t.cfg.AppID, spec.Name)

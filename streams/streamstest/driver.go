@@ -343,6 +343,15 @@ func (d *Driver) LateRecords() (n int64) {
 	return n
 }
 
+// Deduplicated returns how many duplicates Deduplicate and
+// DeduplicateByKey operators dropped.
+func (d *Driver) Deduplicated() (n int64) {
+	for _, t := range d.tasks {
+		n += t.Counters.Deduplicated.Load()
+	}
+	return n
+}
+
 // Close closes the tasks and stores. Writes not committed are dropped.
 func (d *Driver) Close() error {
 	if d.closed {
