@@ -50,7 +50,7 @@ func TestAggregationTTLExpiresByStreamTime(t *testing.T) {
 			in.PipeAt("a", "x", 0)
 			in.PipeAt("b", "x", 1000)
 			in.PipeAt("a", "x", 5000)
-			in.PipeAt("b", "x", 4000) // out of order: b's count now has timestamp 4000
+			in.PipeAt("b", "x", 4000)   // out of order: b's count now has timestamp 4000
 			in.PipeAt("c", "x", 14_999) // b (4000) is 10 s old
 			in.PipeAt("c", "x", 15_000) // a (5000) is
 			in.PipeAt("a", "x", 16_000)
