@@ -204,9 +204,10 @@ func Restore(b Backend, task string, spec Spec, recs []ChangelogRecord, nextOffs
 	return restore(b, &batch, task, spec.Name, offsetKey(task, spec.Name), spec.Timestamped, recs, nextOffset)
 }
 
-// restoreIndex adds the time index keys of recs to batch and keeps the
-// count of live entries exact (a read of each key not seen in the batch:
-// restoring a store with a time to live costs a lookup per record).
+// restoreIndex adds the time index keys of recs to batch, removing those
+// of the values they replace, and keeps the count of live entries exact:
+// a read of each key not seen earlier in the batch (restoring a store with
+// a time to live costs a lookup per record).
 func restoreIndex(b Backend, batch *Batch, task, store string, recs []ChangelogRecord) error {
 	prefix := DataPrefix(task, store+ttlSuffix)
 	data := DataPrefix(task, store)
@@ -214,26 +215,36 @@ func restoreIndex(b Backend, batch *Batch, task, store string, recs []ChangelogR
 	if err != nil {
 		return err
 	}
-	exists := make(map[string]bool, len(recs))
+	type state struct {
+		live bool
+		ts   int64
+	}
+	cur := make(map[string]state, len(recs))
+	indexKey := func(ts int64, key []byte) []byte { return appendIndexKey(bytes.Clone(prefix), ts, key) }
 	for _, r := range recs {
-		was, seen := exists[string(r.Key)]
+		was, seen := cur[string(r.Key)]
 		if !seen {
-			_, ok, err := b.Get(append(bytes.Clone(data), r.Key...))
+			v, ok, err := b.Get(append(bytes.Clone(data), r.Key...))
 			if err != nil {
 				return err
 			}
-			was = ok
+			if ok && len(v) >= 8 {
+				was = state{true, decodeTimestamp(v)}
+			}
 		}
-		now := r.Value != nil
-		exists[string(r.Key)] = now
+		now := state{live: r.Value != nil, ts: r.Timestamp}
+		cur[string(r.Key)] = now
 		switch {
-		case now && !was:
+		case now.live && !was.live:
 			m.live++
-		case !now && was:
+		case !now.live && was.live:
 			m.live--
 		}
-		if now {
-			batch.Set(appendIndexKey(bytes.Clone(prefix), r.Timestamp, r.Key), nil)
+		if was.live && (!now.live || was.ts != now.ts) {
+			batch.Delete(indexKey(was.ts, r.Key))
+		}
+		if now.live {
+			batch.Set(indexKey(now.ts, r.Key), nil)
 		}
 	}
 	batch.Set(prefix, m.encode()) // the empty index key

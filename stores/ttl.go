@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -17,14 +18,13 @@ import (
 // same entries at the same records), or the wall clock.
 //
 // Expiry is driven by a time index kept beside the store, in the same write
-// set (so committed and aborted with it): one key per write, the write's
-// timestamp followed by the store key, with no value. Expiring walks the
-// index from its oldest key up to the cut-off and stops at the first key
-// past it, so it costs what expires (plus index keys left behind by
-// overwrites and deletions, each visited once), never a scan of the live
-// entries. An entry expires by the index key of its latest write (same
-// timestamp); older keys of a rewritten entry are simply dropped. The index is not logged: restore writes it again from the
-// changelog records' timestamps.
+// set (so committed and aborted with it): one key per live entry, its
+// timestamp followed by the store key, with no value (a write or deletion
+// removes the entry's previous index key; it read the previous value
+// anyway). Expiring takes index keys in order from the oldest up to the
+// cut-off, reading the index a slice at a time, so it costs what expires,
+// never a scan of the live entries. The index is not logged: restore writes
+// it again from the changelog records' timestamps.
 //
 // The index's empty key holds the store's committed bookkeeping, written at
 // every flush: the cut-off in force, an estimate of the live entries and the
@@ -142,11 +142,19 @@ type ttlLayer struct {
 
 	loaded bool
 	meta   ttlMeta
-	// next is the smallest timestamp in the index (math.MaxInt64 when it is
-	// empty): nothing expires while the cut-off is below it.
-	next int64
-	buf  []byte
+	// window holds, in order, every index key with a timestamp below
+	// windowEnd not yet acted on: expiry takes from its front without
+	// touching the index, and reads the next slice of the index (one
+	// iterator, at most windowMax keys or a slice of the TTL) only when
+	// the cut-off passes windowEnd. A write whose timestamp falls below
+	// windowEnd (a late record) joins it.
+	window    [][]byte
+	windowEnd int64
+	buf       []byte
 }
+
+// windowMax bounds how many index keys the layer holds in memory.
+const windowMax = 4096
 
 func newTTLLayer(under, index BytesStore, ttl time.Duration, clockKind TTLClock, stamp bool, clock *storeClock, streamTime func() int64) *ttlLayer {
 	return &ttlLayer{under: under, index: index, ttl: ttl.Milliseconds(), clockKind: clockKind, stamp: stamp, clock: clock, streamTime: streamTime}
@@ -167,29 +175,49 @@ func (l *ttlLayer) cutoff() int64 {
 	return st - l.ttl
 }
 
-// load reads the committed bookkeeping and the oldest index time, after
-// the store opens and after an abort (the write set is back at the last
-// commit, and so is the index).
+// load reads the committed bookkeeping, after the store opens and after an
+// abort (the write set is back at the last commit, and so is the index);
+// the window starts empty, below every index key.
 func (l *ttlLayer) load() error {
 	m, _, err := readTTLMeta(l.index)
 	if err != nil {
 		return err
 	}
 	l.meta = m
-	l.next = math.MaxInt64
-	it := l.index.Iter(binary.BigEndian.AppendUint64(nil, 0), nil, false)
-	if it.Next() {
-		l.next = indexTime(it.Key())
-	}
-	if err := it.Err(); err != nil {
-		it.Close()
-		return err
-	}
-	if err := it.Close(); err != nil {
-		return err
-	}
+	l.window, l.windowEnd = l.window[:0], math.MinInt64
 	l.loaded = true
 	return nil
+}
+
+// fill reads the index keys from windowEnd on into the window: up to
+// windowMax of them, and no further than a slice of the TTL past c (the
+// write set copies the pending keys of the range an iterator covers, so the
+// range stays short).
+func (l *ttlLayer) fill(c int64) error {
+	from := l.windowEnd
+	horizon := max(from, c) + 1 + max(l.ttl/64, 1)
+	if horizon < c { // overflow
+		horizon = math.MaxInt64
+	}
+	lo := appendIndexKey(nil, from, nil)
+	if from == math.MinInt64 {
+		lo = binary.BigEndian.AppendUint64(nil, 0) // past the bookkeeping key
+	}
+	it := l.index.Iter(lo, appendIndexKey(nil, horizon, nil), false)
+	l.windowEnd = horizon
+	for it.Next() {
+		k := it.Key()
+		if n := len(l.window); n >= windowMax && indexTime(k) != indexTime(l.window[n-1]) {
+			l.windowEnd = indexTime(k) // the rest is for the next fill
+			break
+		}
+		l.window = append(l.window, bytes.Clone(k))
+	}
+	err := it.Err()
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // expire removes every entry whose timestamp is at or below the cut-off.
@@ -203,55 +231,54 @@ func (l *ttlLayer) expire() error {
 	if c > l.meta.cutoff {
 		l.meta.cutoff = c
 	}
-	if c < l.next {
-		return nil
-	}
-	// Collect the index keys at or below the cut-off, and the first one
-	// past it, then act on them (no writes while the iterator is open).
-	var due [][]byte
-	it := l.index.Iter(appendIndexKey(nil, l.next, nil), nil, false)
-	l.next = math.MaxInt64
-	for it.Next() {
-		k := it.Key()
-		if ts := indexTime(k); ts > c {
-			l.next = ts
-			break
+	for {
+		for len(l.window) > 0 && indexTime(l.window[0]) <= c {
+			ik := l.window[0]
+			l.window = l.window[1:]
+			if err := l.expireKey(ik); err != nil {
+				return err
+			}
 		}
-		due = append(due, bytes.Clone(k))
+		if len(l.window) > 0 || c < l.windowEnd {
+			return nil
+		}
+		if err := l.fill(c); err != nil {
+			return err
+		}
+		if len(l.window) == 0 && c < l.windowEnd {
+			return nil
+		}
 	}
-	err := it.Err()
-	if cerr := it.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	for _, ik := range due {
-		key := ik[8:]
+}
+
+// expireKey expires the entry of one index key at or below the cut-off:
+// the index holds one key per live entry (writes and deletions remove the
+// previous one), so the entry is there with that timestamp. Its old value
+// is read only for an expiry listener.
+func (l *ttlLayer) expireKey(ik []byte) error {
+	key := ik[8:]
+	var old []byte
+	if l.listener != nil {
 		v, ok, err := l.under.Get(key)
 		if err != nil {
 			return err
 		}
-		// The entry expires by its own (latest) write's index key; older
-		// keys of rewritten entries are just dropped.
-		if ok && len(v) >= 8 && decodeTimestamp(v) == indexTime(ik) {
-			old := bytes.Clone(v)
-			if err := l.under.Delete(key); err != nil {
-				return err
-			}
-			l.meta.live--
-			l.meta.expired++
-			if l.listener != nil {
-				if err := l.listener(key, l.strip(old), l.clock.now()); err != nil {
-					return err
-				}
-			}
+		if !ok || len(v) < 8 || decodeTimestamp(v) != indexTime(ik) {
+			return fmt.Errorf("stores: time index out of step with the store: key %q indexed at %d", key, indexTime(ik))
 		}
-		if err := l.index.Delete(ik); err != nil {
+		old = bytes.Clone(v)
+	}
+	if err := l.under.Delete(key); err != nil {
+		return err
+	}
+	l.meta.live--
+	l.meta.expired++
+	if l.listener != nil {
+		if err := l.listener(key, l.strip(old), l.clock.now()); err != nil {
 			return err
 		}
 	}
-	return nil
+	return l.index.Delete(ik)
 }
 
 func (l *ttlLayer) strip(v []byte) []byte {
@@ -288,35 +315,75 @@ func (l *ttlLayer) Put(key, value []byte) error {
 		return fmt.Errorf("stores: a store with a time to live needs timestamped values (got %d bytes)", len(v))
 	}
 	ts := decodeTimestamp(v)
-	_, existed, err := l.under.Get(key)
+	old, existed, err := l.under.Get(key)
 	if err != nil {
 		return err
 	}
+	prev, hasPrev := timestampOf(old) // before the write: old may be the cache's own bytes
 	if err := l.under.Put(key, v); err != nil {
 		return err
 	}
-	if !existed {
+	ik := appendIndexKey(nil, ts, key)
+	if existed {
+		if err := l.unindex(prev, hasPrev, key, ik); err != nil {
+			return err
+		}
+	} else {
 		l.meta.live++
 	}
-	if err := l.index.Put(appendIndexKey(nil, ts, key), nil); err != nil {
+	if err := l.index.Put(ik, nil); err != nil {
 		return err
 	}
-	l.next = min(l.next, ts)
+	if ts < l.windowEnd { // a late write: into the window, in order
+		if i, found := slices.BinarySearchFunc(l.window, ik, bytes.Compare); !found {
+			l.window = slices.Insert(l.window, i, ik)
+		}
+	}
 	return nil
+}
+
+func timestampOf(v []byte) (int64, bool) {
+	if len(v) < 8 {
+		return 0, false
+	}
+	return decodeTimestamp(v), true
+}
+
+// unindex removes the index key of an entry's previous value (timestamp
+// prev) unless it is keep, from the index and the window: the index holds
+// exactly one key per live entry, so what comes due always expires.
+func (l *ttlLayer) unindex(prev int64, ok bool, key, keep []byte) error {
+	if !ok {
+		return nil
+	}
+	pk := appendIndexKey(nil, prev, key)
+	if bytes.Equal(pk, keep) {
+		return nil
+	}
+	if prev < l.windowEnd {
+		if i, found := slices.BinarySearchFunc(l.window, pk, bytes.Compare); found {
+			l.window = slices.Delete(l.window, i, i+1)
+		}
+	}
+	return l.index.Delete(pk)
 }
 
 func (l *ttlLayer) Delete(key []byte) error {
 	if err := l.expire(); err != nil {
 		return err
 	}
-	_, existed, err := l.under.Get(key)
+	old, existed, err := l.under.Get(key)
 	if err != nil {
 		return err
 	}
 	if existed {
 		l.meta.live--
+		prev, ok := timestampOf(old)
+		if err := l.unindex(prev, ok, key, nil); err != nil {
+			return err
+		}
 	}
-	return l.under.Delete(key) // its index key goes when its time comes
+	return l.under.Delete(key)
 }
 
 func (l *ttlLayer) Iter(lower, upper []byte, reverse bool) BytesIterator {

@@ -38,7 +38,7 @@ func main() {
 		threads    = flag.Int("threads", 1, "stream threads")
 		commit     = flag.Duration("commit", 0, "commit interval (0: default)")
 		session    = flag.Int("session-timeout-ms", 6000, "consumer session timeout")
-		kind       = flag.String("topology", "wordcount", "wordcount or windowed")
+		kind       = flag.String("topology", "wordcount", "wordcount, windowed, sum or dedup")
 		late       = flag.String("late", "", "late-records topic (windowed)")
 		txnTimeout = flag.Duration("transaction-timeout", 0, "transaction.timeout.ms (0: eddy's default)")
 	)
@@ -55,6 +55,8 @@ func main() {
 		windowed(b, *input, *output, *late)
 	case "sum":
 		sums(b, *input, *output)
+	case "dedup":
+		dedup(b, *input, *output)
 	default:
 		wordCount(b, *input, *output, *cache)
 	}
@@ -123,4 +125,13 @@ func sums(b *topology.Builder, input, output string) {
 		return fmt.Sprintf("%d:%d", n+1, sum+v)
 	}, topology.Materialized[string, string]("sums").WithCaching(false))
 	agg.ToStream().To(output, topology.Produced(serde.String(), serde.String()))
+}
+
+// dedup forwards each payment id once within an hour of stream time: values
+// are "id:payload", keys arbitrary (duplicates sit on any partition).
+func dedup(b *topology.Builder, input, output string) {
+	s := topology.Stream(b, input, topology.Consumed(serde.String(), serde.String()))
+	topology.Deduplicate(s, func(_, v string) string { id, _, _ := strings.Cut(v, ":"); return id }, time.Hour,
+		topology.Deduplicated[string]("dedup")).
+		To(output, topology.Produced(serde.String(), serde.String()))
 }
