@@ -251,7 +251,11 @@ func Topology(t Topics) (*topology.Topology, error) {
 		func(c Candidate, r Rule) Scored { return r.Score(c) })
 	suspicious := scored.Filter(func(_ string, s Scored) bool { return s.Score >= s.AlertAt })
 
-	b.AddStateStore(stores.KeyValue("alerted", str, serde.JSON[lastAlert]()))
+	// An account's last alert matters while a window overlapping it can
+	// still come: windows are 5 minutes, records up to 1 minute late, so 10
+	// minutes of stream time after the alert it is forgotten and the store
+	// holds only accounts alerted recently, not every account ever alerted.
+	b.AddStateStore(stores.KeyValue("alerted", str, serde.JSON[lastAlert]()).WithTTL(10 * time.Minute))
 	alerts := topology.ProcessValues(suspicious, func() processor.Processor[string, Scored, string, Alert] { return &oncePerIncident{} },
 		[]string{"alerted"}, topology.Named("once-per-incident"))
 	alerts.To(t.Alerts, topology.Produced(str, serde.JSON[Alert]()))
