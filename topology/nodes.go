@@ -185,38 +185,10 @@ type fwd[K, V any] = rt.Forwarder[K, change[V]]
 // A store with a time to live forwards its expiries as deletions: through
 // the cache's flush when cached, as they happen otherwise.
 func forwardOnFlush[K, V any](store timestampedStore[K, V], fw *fwd[K, V], sendOld *bool) bool {
-	cached := forwardCached(store, fw, sendOld)
-	if ex, ok := store.(stores.Expirer); ok && !cached {
-		if ttl, _ := ex.TTL(); ttl > 0 {
-			ks, vs, topic := store.Serdes()
-			ex.SetExpiryListener(func(key, old []byte, ts int64) error {
-				k, err := ks.Deserialize(topic, key)
-				if err != nil {
-					return err
-				}
-				c := change[V]{}
-				if *sendOld {
-					ov, err := vs.Deserialize(topic, old)
-					if err != nil {
-						return err
-					}
-					c.Old, c.HasOld = ov.Value, true
-				}
-				fw.Forward(processor.Record[K, change[V]]{Key: k, Value: c, Timestamp: ts})
-				return nil
-			})
-		}
-	}
-	return cached
-}
-
-func forwardCached[K, V any](store timestampedStore[K, V], fw *fwd[K, V], sendOld *bool) bool {
-	cf, ok := store.(stores.CacheFlusher)
-	if !ok {
-		return false
-	}
 	ks, vs, topic := store.Serdes()
-	return cf.SetFlushListener(func(key, newV, oldV []byte, ts int64) error {
+	// forward sends a row's change: newV nil for a deletion, oldV when
+	// known and asked for.
+	forward := func(key, newV, oldV []byte, ts int64) error {
 		k, err := ks.Deserialize(topic, key)
 		if err != nil {
 			return err
@@ -238,7 +210,17 @@ func forwardCached[K, V any](store timestampedStore[K, V], fw *fwd[K, V], sendOl
 		}
 		fw.Forward(processor.Record[K, change[V]]{Key: k, Value: c, Timestamp: ts})
 		return nil
-	}, *sendOld)
+	}
+	cached := false
+	if cf, ok := store.(stores.CacheFlusher); ok {
+		cached = cf.SetFlushListener(forward, *sendOld)
+	}
+	if ex, ok := store.(stores.Expirer); ok && !cached {
+		if ttl, _ := ex.TTL(); ttl > 0 {
+			ex.SetExpiryListener(func(key, old []byte, ts int64) error { return forward(key, nil, old, ts) })
+		}
+	}
+	return cached
 }
 
 // storeOf looks a DSL store up in the node's task.
