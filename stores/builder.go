@@ -42,6 +42,9 @@ type Spec struct {
 	// KeyValueBuilder.WithTTL), measured in TTLClock.
 	TTL      time.Duration
 	TTLClock TTLClock
+	// TTLSilent: expiries reach the changelog but no listener (a DSL
+	// table sends no tombstone downstream).
+	TTLSilent bool
 	// StampsValues: the store adds the timestamp prefix below the typed
 	// layer itself (a plain store with a TTL); restore and queries treat
 	// its values as timestamped.
@@ -155,6 +158,15 @@ func (b *KeyValueBuilder[K, V]) WithTTL(d time.Duration, clock ...TTLClock) *Key
 	return b
 }
 
+// ExpireSilently makes a store with a time to live expire entries without
+// telling its listeners: the entry goes from the store and its changelog,
+// but a DSL table or aggregation sends no tombstone downstream (what it sent
+// before stays as it was there).
+func (b *KeyValueBuilder[K, V]) ExpireSilently() *KeyValueBuilder[K, V] {
+	b.spec.TTLSilent = true
+	return b
+}
+
 // Spec implements Builder.
 func (b *KeyValueBuilder[K, V]) Spec() Spec {
 	s := b.spec
@@ -183,6 +195,7 @@ func (b *KeyValueBuilder[K, V]) Build(env Env) (Store, error) {
 	if spec.TTL > 0 {
 		index := newTaskSlice(env.WriteSet, env.Task, spec.Name+ttlSuffix)
 		s.ttl = newTTLLayer(bs, index, spec.TTL, spec.TTLClock, spec.StampsValues, &storeClock{record: env.Timestamp}, env.StreamTime)
+		s.ttl.silent = spec.TTLSilent
 		s.under = s.ttl
 	}
 	return s, nil

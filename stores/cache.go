@@ -55,6 +55,7 @@ type cacheEntry struct {
 	key        string
 	value      []byte
 	deleted    bool // a cached deletion
+	quiet      bool // a deletion the flush listener is not told of (a silent expiry)
 	dirty      bool
 	ts         int64
 	nc         *namedCache
@@ -126,16 +127,17 @@ func (n *namedCache) get(key []byte) *cacheEntry {
 	return e
 }
 
-func (n *namedCache) put(key, value []byte, deleted, dirty bool, ts int64) error {
+func (n *namedCache) put(key, value []byte, deleted, dirty, quiet bool, ts int64) error {
 	e, ok := n.entries[string(key)]
 	if ok {
 		n.c.size -= e.size()
 		n.c.unlinkLRU(e)
 		e.value = append(e.value[:0], value...)
 		e.deleted = deleted
+		e.quiet = quiet
 		e.ts = ts
 	} else {
-		e = &cacheEntry{key: string(key), value: bytes.Clone(value), deleted: deleted, ts: ts, nc: n}
+		e = &cacheEntry{key: string(key), value: bytes.Clone(value), deleted: deleted, quiet: quiet, ts: ts, nc: n}
 		n.entries[e.key] = e
 		n.ordered.ReplaceOrInsert(e.key, e)
 	}
@@ -257,18 +259,24 @@ func (s *caching) Get(key []byte) ([]byte, bool, error) {
 	if err != nil || !ok {
 		return v, ok, err
 	}
-	if err := s.nc.put(key, v, false, false, 0); err != nil {
+	if err := s.nc.put(key, v, false, false, false, 0); err != nil {
 		return nil, false, err
 	}
 	return v, true, nil
 }
 
 func (s *caching) Put(key, value []byte) error {
-	return s.nc.put(key, value, false, true, s.clock.now())
+	return s.nc.put(key, value, false, true, false, s.clock.now())
 }
 
 func (s *caching) Delete(key []byte) error {
-	return s.nc.put(key, nil, true, true, s.clock.now())
+	return s.nc.put(key, nil, true, true, false, s.clock.now())
+}
+
+// deleteQuietly deletes key like Delete, but the flush listener is not
+// told (the changelog still is): a silent expiry.
+func (s *caching) deleteQuietly(key []byte) error {
+	return s.nc.put(key, nil, true, true, true, s.clock.now())
 }
 
 func (s *caching) Iter(lower, upper []byte, reverse bool) BytesIterator {
@@ -307,7 +315,7 @@ func (s *caching) flushEntries(entries []*cacheEntry) error {
 	for _, e := range entries {
 		key := []byte(e.key)
 		var old []byte
-		if s.listener != nil && s.sendOld {
+		if s.listener != nil && s.sendOld && !e.quiet {
 			v, ok, err := s.under.Get(key)
 			if err != nil {
 				return err
@@ -329,7 +337,7 @@ func (s *caching) flushEntries(entries []*cacheEntry) error {
 		if err != nil {
 			return err
 		}
-		if s.listener != nil {
+		if s.listener != nil && !e.quiet {
 			var nv []byte
 			if !e.deleted {
 				nv = e.value

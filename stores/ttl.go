@@ -139,6 +139,7 @@ type ttlLayer struct {
 	clock      *storeClock
 	streamTime func() int64
 	listener   ExpiryListener
+	silent     bool // no listener, and a cached store's flush listener is not told either
 
 	loaded bool
 	meta   ttlMeta
@@ -258,7 +259,8 @@ func (l *ttlLayer) expire() error {
 func (l *ttlLayer) expireKey(ik []byte) error {
 	key := ik[8:]
 	var old []byte
-	if l.listener != nil {
+	tell := l.listener != nil && !l.silent
+	if tell {
 		v, ok, err := l.under.Get(key)
 		if err != nil {
 			return err
@@ -268,12 +270,16 @@ func (l *ttlLayer) expireKey(ik []byte) error {
 		}
 		old = bytes.Clone(v)
 	}
-	if err := l.under.Delete(key); err != nil {
+	del := l.under.Delete
+	if c, ok := l.under.(*caching); ok && l.silent {
+		del = c.deleteQuietly
+	}
+	if err := del(key); err != nil {
 		return err
 	}
 	l.meta.live--
 	l.meta.expired++
-	if l.listener != nil {
+	if tell {
 		if err := l.listener(key, l.strip(old), l.clock.now()); err != nil {
 			return err
 		}

@@ -101,6 +101,9 @@ func materialize[K, V any](b *Builder, m MaterializedOptions[K, V], name string,
 		WithLogging(m.logging, m.logConfig).
 		InMemory(m.backend == InMemory).
 		WithTTL(m.ttl, m.ttlClock)
+	if m.ttlSilent {
+		sb = sb.ExpireSilently()
+	}
 	b.addStore(sb)
 	return name
 }

@@ -169,6 +169,7 @@ type MaterializedOptions[K, V any] struct {
 	retention  time.Duration
 	ttl        time.Duration
 	ttlClock   stores.TTLClock
+	ttlSilent  bool
 }
 
 // Materialized returns store parameters naming the store; an empty name
@@ -223,6 +224,15 @@ func (m MaterializedOptions[K, V]) WithTTL(d time.Duration, clock ...stores.TTLC
 	if len(clock) > 0 {
 		m.ttlClock = clock[0]
 	}
+	return m
+}
+
+// WithSilentExpiry makes WithTTL's expiry silent: an expired key leaves the
+// store and its changelog, but no tombstone goes downstream, so downstream
+// tables and topics keep the last value they saw (lookups into this table,
+// such as a stream-table join's, miss the key all the same).
+func (m MaterializedOptions[K, V]) WithSilentExpiry() MaterializedOptions[K, V] {
+	m.ttlSilent = true
 	return m
 }
 

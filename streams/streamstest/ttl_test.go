@@ -73,6 +73,32 @@ func TestAggregationTTLExpiresByStreamTime(t *testing.T) {
 	}
 }
 
+// With silent expiry the store forgets, but nothing goes downstream.
+func TestAggregationSilentExpiry(t *testing.T) {
+	str, i64 := serde.String(), serde.Int64()
+	for _, cached := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cached=%v", cached), func(t *testing.T) {
+			b := topology.NewBuilder()
+			topology.Count(topology.Stream(b, "in", topology.Consumed(str, str)).GroupByKey(),
+				topology.Materialized[string, int64]("counts").WithTTL(10*time.Second).WithSilentExpiry().WithCaching(cached)).
+				ToStream().To("out", topology.Produced(str, i64))
+			top, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := streamstest.New(t, top)
+			in := streamstest.Input(d, "in", str, str)
+			in.PipeAt("a", "x", 0)
+			in.PipeAt("b", "x", 5000)
+			in.PipeAt("b", "x", 10_000) // a expires, silently
+			in.PipeAt("a", "x", 11_000) // and starts over
+			if got, want := records(d, "out", i64), []string{"a=1@0", "b=1@5000", "b=2@10000", "a=1@11000"}; !slices.Equal(got, want) {
+				t.Fatalf("output %v, want %v", got, want)
+			}
+		})
+	}
+}
+
 // A table with a time to live: a stream-table join stops finding a row
 // once it expired.
 func TestTableTTLJoinForgets(t *testing.T) {
