@@ -4,23 +4,25 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"github.com/eddy-go/eddy/serde"
 	"github.com/eddy-go/eddy/stores"
 )
 
-func benchStore(b *testing.B, opts ...stores.PebbleOptions) (*stores.WriteSet, stores.KeyValueStore[string, string]) {
-	var o stores.PebbleOptions
+func benchStore(b *testing.B, opts ...storage.PebbleOptions) (*storage.WriteSet, stores.KeyValueStore[string, string]) {
+	var o storage.PebbleOptions
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	p, err := stores.OpenPebble(b.TempDir(), o)
+	p, err := storage.OpenPebble(b.TempDir(), o)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { p.Close() })
-	ws := stores.NewWriteSet(p)
+	ws := storage.NewWriteSet(p)
 	s, err := stores.KeyValue("kv", serde.String(), serde.String()).WithLogging(false, nil).
-		Build(stores.Env{Task: "0_0", WriteSet: ws, Timestamp: func() int64 { return 0 }})
+		Build(storage.Env{Task: "0_0", WriteSet: ws, Timestamp: func() int64 { return 0 }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,10 +74,10 @@ func BenchmarkPebbleCommit1000(b *testing.B) { benchCommit1000(b) }
 // The same with PebbleOptions.Fsync: the write-ahead log fsynced at every
 // commit.
 func BenchmarkPebbleCommit1000Fsync(b *testing.B) {
-	benchCommit1000(b, stores.PebbleOptions{Fsync: true})
+	benchCommit1000(b, storage.PebbleOptions{Fsync: true})
 }
 
-func benchCommit1000(b *testing.B, opts ...stores.PebbleOptions) {
+func benchCommit1000(b *testing.B, opts ...storage.PebbleOptions) {
 	ws, s := benchStore(b, opts...)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {

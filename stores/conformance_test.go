@@ -6,31 +6,33 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"github.com/eddy-go/eddy/serde"
 	"github.com/eddy-go/eddy/stores"
 )
 
 // backends are the implementations every conformance test runs against.
-func backends(t *testing.T) map[string]stores.Backend {
+func backends(t *testing.T) map[string]storage.Backend {
 	t.Helper()
-	p, err := stores.OpenPebble(filepath.Join(t.TempDir(), "db"), stores.PebbleOptions{})
+	p, err := storage.OpenPebble(filepath.Join(t.TempDir(), "db"), storage.PebbleOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := stores.NewMemory()
+	m := storage.NewMemory()
 	t.Cleanup(func() { p.Close(); m.Close() })
-	return map[string]stores.Backend{"pebble": p, "memory": m}
+	return map[string]storage.Backend{"pebble": p, "memory": m}
 }
 
 // changelog records what a logged store writes.
-type changelog struct{ recs []stores.ChangelogRecord }
+type changelog struct{ recs []storage.ChangelogRecord }
 
 func (c *changelog) Log(key, value []byte, ts int64) {
 	var v []byte
 	if value != nil {
 		v = slices.Clone(value)
 	}
-	c.recs = append(c.recs, stores.ChangelogRecord{Key: slices.Clone(key), Value: v, Timestamp: ts})
+	c.recs = append(c.recs, storage.ChangelogRecord{Key: slices.Clone(key), Value: v, Timestamp: ts})
 }
 
 type variant struct {
@@ -53,22 +55,22 @@ func variants() []variant {
 }
 
 type harness struct {
-	b     stores.Backend
-	ws    *stores.WriteSet
-	cache *stores.Cache
+	b     storage.Backend
+	ws    *storage.WriteSet
+	cache *storage.Cache
 	log   *changelog
 	store stores.KeyValueStore[string, string]
-	raw   stores.Store
+	raw   storage.Store
 	ts    int64
 }
 
-func newHarness(t *testing.T, v variant, b stores.Backend, task string) *harness {
+func newHarness(t *testing.T, v variant, b storage.Backend, task string) *harness {
 	t.Helper()
-	h := &harness{b: b, ws: stores.NewWriteSet(b), log: &changelog{}}
+	h := &harness{b: b, ws: storage.NewWriteSet(b), log: &changelog{}}
 	if v.cached {
-		h.cache = stores.NewCache(1 << 20)
+		h.cache = storage.NewCache(1 << 20)
 	}
-	env := stores.Env{Task: task, WriteSet: h.ws, Cache: h.cache, Topic: "app-kv-changelog",
+	env := storage.Env{Task: task, WriteSet: h.ws, Cache: h.cache, Topic: "app-kv-changelog",
 		Timestamp: func() int64 { return h.ts }}
 	if v.logged {
 		env.Changelog = h.log
@@ -203,13 +205,13 @@ func TestKeyValueStoreConformance(t *testing.T) {
 }
 
 func TestChangelogRecordsEveryWrite(t *testing.T) {
-	h := newHarness(t, variant{logged: true}, stores.NewMemory(), "0_0")
+	h := newHarness(t, variant{logged: true}, storage.NewMemory(), "0_0")
 	h.ts = 7
 	h.store.Put("a", "1")
 	h.ts = 8
 	h.store.Put("a", "2")
 	h.store.Delete("a")
-	want := []stores.ChangelogRecord{{Key: []byte("a"), Value: []byte("1"), Timestamp: 7},
+	want := []storage.ChangelogRecord{{Key: []byte("a"), Value: []byte("1"), Timestamp: 7},
 		{Key: []byte("a"), Value: []byte("2"), Timestamp: 8}, {Key: []byte("a"), Value: nil, Timestamp: 8}}
 	if fmt.Sprint(h.log.recs) != fmt.Sprint(want) {
 		t.Fatalf("changelog = %v, want %v", h.log.recs, want)
@@ -219,7 +221,7 @@ func TestChangelogRecordsEveryWrite(t *testing.T) {
 // With caching, repeated writes of a key between commits reach the
 // changelog once, with the last value and the time of the last write.
 func TestCacheDedupesWritesUntilFlush(t *testing.T) {
-	h := newHarness(t, variant{logged: true, cached: true}, stores.NewMemory(), "0_0")
+	h := newHarness(t, variant{logged: true, cached: true}, storage.NewMemory(), "0_0")
 	for i := range 100 {
 		h.ts = int64(i)
 		h.store.Put("k", fmt.Sprint(i))
@@ -245,12 +247,12 @@ func TestCacheDedupesWritesUntilFlush(t *testing.T) {
 // A cache over its budget evicts least-recently-used entries; a dirty
 // victim first flushes its store, so nothing written is lost.
 func TestCacheEvictionFlushesDirtyEntries(t *testing.T) {
-	b := stores.NewMemory()
-	ws := stores.NewWriteSet(b)
-	cache := stores.NewCache(2_000) // room for ~15 small entries
+	b := storage.NewMemory()
+	ws := storage.NewWriteSet(b)
+	cache := storage.NewCache(2_000) // room for ~15 small entries
 	log := &changelog{}
 	s, _ := stores.KeyValue("kv", serde.String(), serde.String()).WithCaching(true).
-		Build(stores.Env{Task: "0_0", WriteSet: ws, Cache: cache, Changelog: log, Timestamp: func() int64 { return 0 }})
+		Build(storage.Env{Task: "0_0", WriteSet: ws, Cache: cache, Changelog: log, Timestamp: func() int64 { return 0 }})
 	kv := s.(stores.KeyValueStore[string, string])
 	for i := range 200 {
 		kv.Put(fmt.Sprintf("key-%03d", i), "value")
@@ -276,13 +278,13 @@ func TestCacheEvictionFlushesDirtyEntries(t *testing.T) {
 }
 
 func TestFlushListenerGetsOldValues(t *testing.T) {
-	b := stores.NewMemory()
-	ws := stores.NewWriteSet(b)
+	b := storage.NewMemory()
+	ws := storage.NewWriteSet(b)
 	s, _ := stores.KeyValue("kv", serde.String(), serde.String()).WithCaching(true).
-		Build(stores.Env{Task: "0_0", WriteSet: ws, Cache: stores.NewCache(1 << 20), Timestamp: func() int64 { return 5 }})
+		Build(storage.Env{Task: "0_0", WriteSet: ws, Cache: storage.NewCache(1 << 20), Timestamp: func() int64 { return 5 }})
 	kv := s.(stores.KeyValueStore[string, string])
 	var got []string
-	s.(stores.CacheFlusher).SetFlushListener(func(k, nv, ov []byte, ts int64) error {
+	s.(storage.CacheFlusher).SetFlushListener(func(k, nv, ov []byte, ts int64) error {
 		got = append(got, fmt.Sprintf("%s:%q<-%q@%d", k, nv, ov, ts))
 		return nil
 	}, true)
@@ -314,19 +316,19 @@ func TestTasksAreIsolatedAndDroppable(t *testing.T) {
 			if v, _, _ := h1.store.Get("k"); v != "task1" {
 				t.Fatalf("task 0_1 sees %q", v)
 			}
-			if err := stores.DropTask(b, "0_1"); err != nil {
+			if err := storage.DropTask(b, "0_1"); err != nil {
 				t.Fatal(err)
 			}
 			if _, ok, _ := h1.store.Get("k"); ok {
 				t.Fatal("task 0_1's data survived DropTask")
 			}
-			if _, ok, _ := stores.StoredOffset(b, "0_1", "kv"); ok {
+			if _, ok, _ := storage.StoredOffset(b, "0_1", "kv"); ok {
 				t.Fatal("task 0_1's offset survived DropTask")
 			}
 			if v, _, _ := h2.store.Get("k"); v != "task2" {
 				t.Fatalf("task 0_2 lost its data: %q", v)
 			}
-			if off, ok, _ := stores.StoredOffset(b, "0_2", "kv"); !ok || off != 20 {
+			if off, ok, _ := storage.StoredOffset(b, "0_2", "kv"); !ok || off != 20 {
 				t.Fatalf("task 0_2 offset = %d %v", off, ok)
 			}
 		})
@@ -336,15 +338,15 @@ func TestTasksAreIsolatedAndDroppable(t *testing.T) {
 func TestRestoreWritesRecordsAndOffset(t *testing.T) {
 	for name, b := range backends(t) {
 		t.Run(name, func(t *testing.T) {
-			recs := []stores.ChangelogRecord{
+			recs := []storage.ChangelogRecord{
 				{Key: []byte("a"), Value: []byte("1"), Timestamp: 100},
 				{Key: []byte("b"), Value: []byte("2"), Timestamp: 200},
 				{Key: []byte("a"), Value: nil, Timestamp: 300},
 			}
-			if err := stores.Restore(b, "1_0", stores.Spec{Name: "tkv", Timestamped: true}, recs, 3); err != nil {
+			if err := storage.Restore(b, "1_0", storage.Spec{Name: "tkv", Timestamped: true}, recs, 3); err != nil {
 				t.Fatal(err)
 			}
-			off, ok, err := stores.StoredOffset(b, "1_0", "tkv")
+			off, ok, err := storage.StoredOffset(b, "1_0", "tkv")
 			if err != nil || !ok || off != 3 {
 				t.Fatalf("StoredOffset = %d %v %v", off, ok, err)
 			}
@@ -364,7 +366,7 @@ func TestRestoreWritesRecordsAndOffset(t *testing.T) {
 // last committed batch and changelog offset.
 func TestPebbleCrashLeavesLastCommit(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "db")
-	p, err := stores.OpenPebble(dir, stores.PebbleOptions{})
+	p, err := storage.OpenPebble(dir, storage.PebbleOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,12 +388,12 @@ func TestPebbleCrashLeavesLastCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p2, err := stores.OpenPebble(dir, stores.PebbleOptions{})
+	p2, err := storage.OpenPebble(dir, storage.PebbleOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p2.Close()
-	off, ok, err := stores.StoredOffset(p2, "0_0", "kv")
+	off, ok, err := storage.StoredOffset(p2, "0_0", "kv")
 	if err != nil || !ok || off != 1000 {
 		t.Fatalf("stored offset after crash = %d %v %v, want 1000", off, ok, err)
 	}

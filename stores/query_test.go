@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"github.com/eddy-go/eddy/serde"
 	"github.com/eddy-go/eddy/stores"
 )
@@ -15,20 +17,20 @@ import (
 func TestCommittedViewsAcrossTasks(t *testing.T) {
 	for _, backend := range []string{"pebble", "memory"} {
 		t.Run(backend, func(t *testing.T) {
-			var b stores.Backend = stores.NewMemory()
+			var b storage.Backend = storage.NewMemory()
 			if backend == "pebble" {
-				p, err := stores.OpenPebble(t.TempDir(), stores.PebbleOptions{})
+				p, err := storage.OpenPebble(t.TempDir(), storage.PebbleOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer p.Close()
 				b = p
 			}
-			ws := stores.NewWriteSet(b)
+			ws := storage.NewWriteSet(b)
 			kb := stores.KeyValue("counts", serde.String(), serde.Int64())
 			tasks := map[string][]string{"0_0": {"b", "e"}, "0_1": {"a", "d", "f"}, "0_2": {"c"}}
 			for task, keys := range tasks {
-				s, err := kb.Build(stores.Env{Task: task, WriteSet: ws})
+				s, err := kb.Build(storage.Env{Task: task, WriteSet: ws})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -38,7 +40,7 @@ func TestCommittedViewsAcrossTasks(t *testing.T) {
 					}
 				}
 			}
-			ro := kb.ReadOnly(stores.CommittedViews(b, []string{"0_0", "0_1", "0_2"}, "counts"), "counts")
+			ro := kb.ReadOnly(storage.CommittedViews(b, []string{"0_0", "0_1", "0_2"}, "counts"), "counts")
 			if _, ok, _ := ro.Get("a"); ok {
 				t.Fatal("an uncommitted write is visible")
 			}
@@ -70,7 +72,7 @@ func TestCommittedViewsAcrossTasks(t *testing.T) {
 			if n, err := ro.ApproximateNumEntries(); err != nil || n != 6 {
 				t.Fatalf("ApproximateNumEntries = %d %v, want 6", n, err)
 			}
-			only := kb.ReadOnly(stores.CommittedViews(b, []string{"0_1"}, "counts"), "counts")
+			only := kb.ReadOnly(storage.CommittedViews(b, []string{"0_1"}, "counts"), "counts")
 			if got := collect(only.All()); got != "a1 d2 f3 " {
 				t.Fatalf("one task's All = %q", got)
 			}
@@ -80,15 +82,15 @@ func TestCommittedViewsAcrossTasks(t *testing.T) {
 
 // Window and session stores read back read-only over committed data.
 func TestReadOnlyWindowAndSessionStores(t *testing.T) {
-	b := stores.NewMemory()
-	ws := stores.NewWriteSet(b)
+	b := storage.NewMemory()
+	ws := storage.NewWriteSet(b)
 	wb := stores.Window("w", serde.String(), serde.Int64(), time.Hour)
 	sb := stores.Session("s", serde.String(), serde.Int64(), time.Hour)
-	w, err := wb.Build(stores.Env{Task: "0_0", WriteSet: ws})
+	w, err := wb.Build(storage.Env{Task: "0_0", WriteSet: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sb.Build(stores.Env{Task: "0_1", WriteSet: ws})
+	s, err := sb.Build(storage.Env{Task: "0_1", WriteSet: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func TestReadOnlyWindowAndSessionStores(t *testing.T) {
 	if err := ws.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	rw := wb.ReadOnly(stores.CommittedViews(b, []string{"0_0"}, "w"), "w")
+	rw := wb.ReadOnly(storage.CommittedViews(b, []string{"0_0"}, "w"), "w")
 	if v, ok, err := rw.Fetch("k", 60_000); err != nil || !ok || v != 2 {
 		t.Fatalf("Fetch = %d %v %v", v, ok, err)
 	}
@@ -115,7 +117,7 @@ func TestReadOnlyWindowAndSessionStores(t *testing.T) {
 	if err != nil || len(all) != 2 || all[0].Key != "j" || all[1].Key != "k" {
 		t.Fatalf("FetchAll = %v %v", all, err)
 	}
-	rs := sb.ReadOnly(stores.CommittedViews(b, []string{"0_1"}, "s"), "s")
+	rs := sb.ReadOnly(storage.CommittedViews(b, []string{"0_1"}, "s"), "s")
 	sess, err := rs.FetchSessions("k")
 	if err != nil || len(sess) != 2 || sess[0].End != 20 || sess[1].Value != 5 {
 		t.Fatalf("FetchSessions = %v %v", sess, err)

@@ -2,8 +2,9 @@ package stores
 
 import (
 	"bytes"
-	"encoding/binary"
 	"time"
+
+	"github.com/eddy-go/eddy/internal/storage"
 
 	"github.com/eddy-go/eddy/serde"
 )
@@ -28,19 +29,6 @@ type SessionStore[K, V any] interface {
 	EmittedUpTo() (int64, bool, error)
 	SetEmittedUpTo(end int64) error
 }
-
-// parseSessionKey splits a session store key into key, end and start.
-func parseSessionKey(k []byte) (key []byte, start, end int64, ok bool) {
-	if len(k) < 24 {
-		return nil, 0, 0, false
-	}
-	n := len(k)
-	return k[8 : n-16], int64(binary.BigEndian.Uint64(k[n-8:])), int64(binary.BigEndian.Uint64(k[n-16 : n-8])), true
-}
-
-// ParseSessionKey splits a session store key (as a flush listener sees
-// it) into the user key, the session start and its end.
-func ParseSessionKey(k []byte) (key []byte, start, end int64, ok bool) { return parseSessionKey(k) }
 
 type sessionStore[K, V any] struct {
 	windowStore[K, V] // shares layout helpers, layers and expiry
@@ -87,9 +75,9 @@ func (s *sessionStore[K, V]) FindSessions(key K, earliestEnd, latestStart, strea
 	for seg := max(s.keys.seg(earliestEnd), s.expired); seg <= s.keys.seg(max(streamTime, latestStart)+s.retention); seg++ {
 		prefix := append(appendTime(nil, seg), kb...)
 		lo := appendTime(append([]byte{}, prefix...), earliestEnd)
-		it := s.under.Iter(lo, prefixEnd(prefix), false)
+		it := s.under.Iter(lo, storage.PrefixEnd(prefix), false)
 		for it.Next() {
-			k, start, end, ok := parseSessionKey(it.Key())
+			k, start, end, ok := storage.ParseSessionKey(it.Key())
 			if !ok || string(k) != string(kb) || end < earliestEnd || start > latestStart {
 				continue
 			}
@@ -115,7 +103,7 @@ func (s *sessionStore[K, V]) FetchAll(from, to int64) ([]KeyWindowEntry[K, V], e
 	it := s.under.Iter(appendTime(nil, max(s.keys.seg(from), s.expired)), appendTime(nil, s.keys.seg(to)+1), false)
 	defer it.Close()
 	for it.Next() {
-		kb, start, end, ok := parseSessionKey(it.Key())
+		kb, start, end, ok := storage.ParseSessionKey(it.Key())
 		if !ok || end < from || end > to {
 			continue
 		}
@@ -144,7 +132,7 @@ type SessionBuilder[K, V any] struct {
 // Session returns a builder for the session store name.
 func Session[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], retention time.Duration) *SessionBuilder[K, V] {
 	b := &SessionBuilder[K, V]{*Window(name, ks, vs, retention)}
-	b.spec.Kind = KindSession
+	b.spec.Kind = storage.KindSession
 	return b
 }
 
@@ -173,11 +161,10 @@ func (b *SessionBuilder[K, V]) InMemory(on bool) *SessionBuilder[K, V] {
 	return b
 }
 
-// Build implements Builder.
-func (b *SessionBuilder[K, V]) Build(env Env) (Store, error) {
-	w, err := b.WindowBuilder.Build(env)
+func (b *SessionBuilder[K, V]) build(env storage.Env) (storage.Store, error) {
+	w, err := b.buildWindows(env)
 	if err != nil {
 		return nil, err
 	}
-	return &sessionStore[K, V]{*w.(*windowStore[K, V])}, nil
+	return &sessionStore[K, V]{*w}, nil
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"github.com/eddy-go/eddy/serde"
 	"github.com/eddy-go/eddy/stores"
 )
@@ -60,23 +62,23 @@ func (o *ttlOracle) live() []string {
 }
 
 type ttlHarness struct {
-	b          stores.Backend
-	ws         *stores.WriteSet
-	cache      *stores.Cache
+	b          storage.Backend
+	ws         *storage.WriteSet
+	cache      *storage.Cache
 	log        *changelog
-	raw        stores.Store
+	raw        storage.Store
 	kv         stores.KeyValueStore[string, string]
 	ts, stream int64
 	expired    []string
 }
 
-func newTTLHarness(t *testing.T, b stores.Backend, cached bool, ttl time.Duration, stream int64) *ttlHarness {
+func newTTLHarness(t *testing.T, b storage.Backend, cached bool, ttl time.Duration, stream int64) *ttlHarness {
 	t.Helper()
-	h := &ttlHarness{b: b, ws: stores.NewWriteSet(b), log: &changelog{}, stream: stream}
+	h := &ttlHarness{b: b, ws: storage.NewWriteSet(b), log: &changelog{}, stream: stream}
 	if cached {
-		h.cache = stores.NewCache(4 << 10) // small: evictions write through mid-commit
+		h.cache = storage.NewCache(4 << 10) // small: evictions write through mid-commit
 	}
-	env := stores.Env{Task: "0_0", WriteSet: h.ws, Cache: h.cache, Changelog: h.log, Topic: "app-kv-changelog",
+	env := storage.Env{Task: "0_0", WriteSet: h.ws, Cache: h.cache, Changelog: h.log, Topic: "app-kv-changelog",
 		Timestamp: func() int64 { return h.ts }, StreamTime: func() int64 { return h.stream }}
 	s, err := ttlBuilder(cached, ttl).Build(env)
 	if err != nil {
@@ -85,7 +87,7 @@ func newTTLHarness(t *testing.T, b stores.Backend, cached bool, ttl time.Duratio
 	h.raw = s
 	h.kv = s.(stores.KeyValueStore[string, string])
 	if !cached { // a cached DSL store has no listener: expiry then deletes without reading
-		s.(stores.Expirer).SetExpiryListener(func(key, old []byte, ts int64) error {
+		s.(storage.Expirer).SetExpiryListener(func(key, old []byte, ts int64) error {
 			h.expired = append(h.expired, string(key))
 			return nil
 		})
@@ -114,7 +116,7 @@ func TestTTLMatchesOracle(t *testing.T) {
 	}
 }
 
-func runTTLOracle(t *testing.T, b stores.Backend, cached bool, ttl time.Duration, seed uint64) {
+func runTTLOracle(t *testing.T, b storage.Backend, cached bool, ttl time.Duration, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	h := newTTLHarness(t, b, cached, ttl, -1)
 	o := &ttlOracle{ttl: ttl.Milliseconds(), entries: map[string]oracleEntry{}}
@@ -222,9 +224,9 @@ func runTTLOracle(t *testing.T, b stores.Backend, cached bool, ttl time.Duration
 
 	// Restore the changelog into an empty backend: the same live entries,
 	// and they expire at the same stream time as the original's.
-	rb := stores.NewMemory()
+	rb := storage.NewMemory()
 	defer rb.Close()
-	if err := stores.Restore(rb, "0_0", ttlBuilder(cached, ttl).Spec(), h.log.recs, int64(len(h.log.recs))); err != nil {
+	if err := storage.Restore(rb, "0_0", ttlBuilder(cached, ttl).Spec(), h.log.recs, int64(len(h.log.recs))); err != nil {
 		t.Fatal(err)
 	}
 	r := newTTLHarness(t, rb, cached, ttl, h.stream)
@@ -259,7 +261,7 @@ func runTTLOracle(t *testing.T, b stores.Backend, cached bool, ttl time.Duration
 // and never return an entry the committed cut-off expired, even one the
 // store has not deleted yet (a late write that was already past its time).
 func TestTTLQueryViewHidesExpired(t *testing.T) {
-	b := stores.NewMemory()
+	b := storage.NewMemory()
 	defer b.Close()
 	h := newTTLHarness(t, b, false, time.Second, -1)
 	spec := ttlBuilder(false, time.Second).Spec()
@@ -279,7 +281,7 @@ func TestTTLQueryViewHidesExpired(t *testing.T) {
 	if err := h.ws.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	view, err := stores.QueryViews(b, []string{"0_0"}, spec)
+	view, err := storage.QueryViews(b, []string{"0_0"}, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +292,7 @@ func TestTTLQueryViewHidesExpired(t *testing.T) {
 	if _, ok, _ := q.Get("late"); ok {
 		t.Fatal("query returned an entry written already expired")
 	}
-	live, expired, ok, err := stores.TTLStats(b, "0_0", "kv")
+	live, expired, ok, err := storage.TTLStats(b, "0_0", "kv")
 	if err != nil || !ok || live != 2 || expired != 1 {
 		t.Fatalf("TTLStats = %d live, %d expired, %v, %v; want 2, 1 (the late one expired by the commit)", live, expired, ok, err)
 	}
@@ -304,7 +306,7 @@ func TestTTLQueryViewHidesExpired(t *testing.T) {
 	if err := h.ws.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if live, expired, _, _ := stores.TTLStats(b, "0_0", "kv"); live != 0 || expired != 3 {
+	if live, expired, _, _ := storage.TTLStats(b, "0_0", "kv"); live != 0 || expired != 3 {
 		t.Fatalf("TTLStats = %d live, %d expired; want 0, 3", live, expired)
 	}
 }
@@ -312,12 +314,12 @@ func TestTTLQueryViewHidesExpired(t *testing.T) {
 // TestTTLWallClock: with WallClockTime an entry expires by the clock, and
 // a query of committed state hides it even though no record came since.
 func TestTTLWallClock(t *testing.T) {
-	b := stores.NewMemory()
+	b := storage.NewMemory()
 	defer b.Close()
-	ws := stores.NewWriteSet(b)
+	ws := storage.NewWriteSet(b)
 	var ts int64
 	bl := stores.KeyValue("kv", serde.String(), serde.String()).WithTTL(time.Hour, stores.WallClockTime)
-	s, err := bl.Build(stores.Env{Task: "0_0", WriteSet: ws, Timestamp: func() int64 { return ts }, StreamTime: func() int64 { return ts }})
+	s, err := bl.Build(storage.Env{Task: "0_0", WriteSet: ws, Timestamp: func() int64 { return ts }, StreamTime: func() int64 { return ts }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +342,7 @@ func TestTTLWallClock(t *testing.T) {
 	if err := ws.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	view, err := stores.QueryViews(b, []string{"0_0"}, bl.Spec())
+	view, err := storage.QueryViews(b, []string{"0_0"}, bl.Spec())
 	if err != nil {
 		t.Fatal(err)
 	}

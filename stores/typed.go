@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"iter"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"github.com/eddy-go/eddy/serde"
 )
 
@@ -44,7 +46,7 @@ type KeyValueStore[K, V any] interface {
 // Seq, which closes it at the end of the loop. After the walk, Err reports
 // any failure (reading the store, or deserializing an entry).
 type Iterator[K, V any] struct {
-	it     BytesIterator
+	it     storage.BytesIterator
 	key    K
 	value  V
 	err    error
@@ -103,7 +105,7 @@ func (i *Iterator[K, V]) Seq() iter.Seq2[K, V] {
 }
 
 func errIterator[K, V any](err error) *Iterator[K, V] {
-	return &Iterator[K, V]{it: &sliceIter{err: err}, err: err}
+	return &Iterator[K, V]{it: storage.ErrIterator(err), err: err}
 }
 
 // ValueAndTimestamp is a value with the timestamp of the record that last
@@ -127,7 +129,7 @@ func (t tsSerde[V]) Serialize(topic string, v ValueAndTimestamp[V]) ([]byte, err
 	if err != nil {
 		return nil, err
 	}
-	return appendTimestamped(make([]byte, 0, 8+len(b)), v.Timestamp, b), nil
+	return storage.AppendTimestamped(make([]byte, 0, 8+len(b)), v.Timestamp, b), nil
 }
 
 func (t tsSerde[V]) Deserialize(topic string, data []byte) (ValueAndTimestamp[V], error) {
@@ -140,11 +142,11 @@ func (t tsSerde[V]) Deserialize(topic string, data []byte) (ValueAndTimestamp[V]
 
 func decodeTimestamp(b []byte) int64 { return int64(binary.BigEndian.Uint64(b[:8])) }
 
-// kvStore is the typed layer: serdes over a BytesStore.
+// kvStore is the typed layer: serdes over a storage.BytesStore.
 type kvStore[K, V any] struct {
 	name  string
 	topic string // given to the serdes: the changelog topic
-	under BytesStore
+	under storage.BytesStore
 	ks    serde.Serde[K]
 	vs    serde.Serde[V]
 }
@@ -289,3 +291,9 @@ func (v valuesView[K, V]) ReverseAll() *Iterator[K, V] { return v.wrap(v.s.Rever
 func (v valuesView[K, V]) ApproximateNumEntries() (int64, error) {
 	return v.s.ApproximateNumEntries()
 }
+
+// ErrClosed is returned by a store, or an interactive query's view of one,
+// used after the runtime closed it (the app stopped).
+var ErrClosed = closedError()
+
+func closedError() error { return storage.ErrClosed }

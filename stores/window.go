@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"github.com/eddy-go/eddy/serde"
 )
 
@@ -59,12 +61,6 @@ type KeyWindowEntry[K, V any] struct {
 	Value V
 }
 
-// SegmentInterval is the segment size Kafka Streams picks for a
-// retention: half of it, at least a minute.
-func SegmentInterval(retention time.Duration) int64 {
-	return max(retention.Milliseconds()/2, 60_000)
-}
-
 type windowKeys struct {
 	segment int64
 	buf     []byte
@@ -81,20 +77,11 @@ func appendKeyPart(dst, key []byte) []byte { return append(dst, key...) }
 
 func appendTime(dst []byte, t int64) []byte { return binary.BigEndian.AppendUint64(dst, uint64(t)) }
 
-// ParseWindowKey splits a window store key (as a flush listener sees it)
-// into the user key and the window start.
-func ParseWindowKey(k []byte) (key []byte, start int64, ok bool) {
-	if len(k) < 16 {
-		return nil, 0, false
-	}
-	return k[8 : len(k)-8], int64(binary.BigEndian.Uint64(k[len(k)-8:])), true
-}
-
 type windowStore[K, V any] struct {
 	name   string
 	topic  string
-	under  BytesStore
-	cached *caching
+	under  storage.BytesStore
+	layers *storage.Layers // nil in a read-only view
 	ks     serde.Serde[K]
 	vs     serde.Serde[V]
 	keys   windowKeys
@@ -170,7 +157,7 @@ func (s *windowStore[K, V]) FetchRange(key K, from, to int64) ([]WindowEntry[V],
 		hi := appendTime(append([]byte{}, prefix...), to)
 		it := s.under.Iter(lo, append(hi, 0), false)
 		for it.Next() {
-			k, start, ok := ParseWindowKey(it.Key())
+			k, start, ok := storage.ParseWindowKey(it.Key())
 			if !ok || string(k) != string(kb) || start < from || start > to {
 				continue // another key sharing the prefix
 			}
@@ -198,7 +185,7 @@ func (s *windowStore[K, V]) FetchAll(from, to int64) ([]KeyWindowEntry[K, V], er
 	it := s.under.Iter(lo, hi, false)
 	defer it.Close()
 	for it.Next() {
-		kb, start, ok := ParseWindowKey(it.Key())
+		kb, start, ok := storage.ParseWindowKey(it.Key())
 		if !ok || start < from || start > to {
 			continue
 		}
@@ -265,7 +252,7 @@ func (s *windowStore[K, V]) ExpireBefore(t int64) error {
 	if seg <= s.expired {
 		return nil
 	}
-	if err := deleteRange(s.under, appendTime(nil, 0), appendTime(nil, seg)); err != nil {
+	if err := storage.DeleteRange(s.under, appendTime(nil, 0), appendTime(nil, seg)); err != nil {
 		return err
 	}
 	s.expired = seg
@@ -274,24 +261,16 @@ func (s *windowStore[K, V]) ExpireBefore(t int64) error {
 
 func (s *windowStore[K, V]) Flush() error { return s.under.Flush() }
 
-func (s *windowStore[K, V]) Discard() {
-	if s.cached != nil {
-		s.cached.nc.clear()
-	}
-}
+func (s *windowStore[K, V]) Discard() { s.layers.Discard() }
 
 func (s *windowStore[K, V]) Close() error {
 	s.Discard()
 	return nil
 }
 
-func (s *windowStore[K, V]) SetFlushListener(l FlushListener, sendOld bool) bool {
-	if s.cached == nil {
-		return false
-	}
-	s.cached.listener = l
-	s.cached.sendOld = sendOld
-	return true
+// SetFlushListener implements storage.CacheFlusher.
+func (s *windowStore[K, V]) SetFlushListener(l storage.FlushListener, sendOld bool) bool {
+	return s.layers.SetFlushListener(l, sendOld)
 }
 
 // Serdes returns the store's key and value serdes and their topic.
@@ -301,7 +280,7 @@ func (s *windowStore[K, V]) Serdes() (serde.Serde[K], serde.Serde[V], string) {
 
 // WindowBuilder builds window stores. Logged and persistent by default.
 type WindowBuilder[K, V any] struct {
-	spec      Spec
+	spec      storage.Spec
 	ks        serde.Serde[K]
 	vs        serde.Serde[V]
 	retention time.Duration
@@ -312,7 +291,7 @@ type WindowBuilder[K, V any] struct {
 // Window returns a builder for the window store name, keeping windows for
 // retention (at least window size + grace).
 func Window[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], retention time.Duration) *WindowBuilder[K, V] {
-	return &WindowBuilder[K, V]{spec: Spec{Name: name, Kind: KindWindow, Logged: true}, ks: ks, vs: vs, retention: retention}
+	return &WindowBuilder[K, V]{spec: storage.Spec{Name: name, Kind: storage.KindWindow, Logged: true}, ks: ks, vs: vs, retention: retention}
 }
 
 // TimestampedWindow is Window with values carrying their record timestamp.
@@ -351,9 +330,12 @@ func (b *WindowBuilder[K, V]) WithWindowSize(size time.Duration) *WindowBuilder[
 	return b
 }
 
-// Spec implements Builder. Window changelogs are compacted and deleted
-// after the retention plus a day, as Kafka Streams configures them.
-func (b *WindowBuilder[K, V]) Spec() Spec {
+// Name implements Builder.
+func (b *WindowBuilder[K, V]) Name() string { return b.spec.Name }
+
+// storeSpec: window changelogs are compacted and deleted after the
+// retention plus a day, as Kafka Streams configures them.
+func (b *WindowBuilder[K, V]) storeSpec() storage.Spec {
 	s := b.spec
 	cfg := map[string]string{
 		"cleanup.policy": "compact,delete",
@@ -366,15 +348,18 @@ func (b *WindowBuilder[K, V]) Spec() Spec {
 	return s
 }
 
-// Build implements Builder.
-func (b *WindowBuilder[K, V]) Build(env Env) (Store, error) {
+func (b *WindowBuilder[K, V]) build(env storage.Env) (storage.Store, error) {
+	return b.buildWindows(env)
+}
+
+func (b *WindowBuilder[K, V]) buildWindows(env storage.Env) (*windowStore[K, V], error) {
 	if b.retention <= 0 {
 		return nil, fmt.Errorf("stores: window store %s needs a positive retention", b.spec.Name)
 	}
-	under, cached, topic, err := layers(b.spec, env)
+	l, err := storage.NewLayers(b.spec, env)
 	if err != nil {
 		return nil, err
 	}
-	return &windowStore[K, V]{name: b.spec.Name, topic: topic, under: under, cached: cached, ks: b.ks, vs: b.vs,
-		keys: windowKeys{segment: SegmentInterval(b.retention)}, retention: b.retention.Milliseconds()}, nil
+	return &windowStore[K, V]{name: b.spec.Name, topic: l.Topic, under: l.BytesStore, layers: l, ks: b.ks, vs: b.vs,
+		keys: windowKeys{segment: storage.SegmentInterval(b.retention)}, retention: b.retention.Milliseconds()}, nil
 }

@@ -12,13 +12,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/eddy-go/eddy/internal/engine"
 	"github.com/eddy-go/eddy/internal/kclient"
 	"github.com/eddy-go/eddy/internal/rt"
-	"github.com/eddy-go/eddy/stores"
 	"github.com/eddy-go/eddy/topology"
 )
 
@@ -64,8 +65,8 @@ type App struct {
 	err          error
 	threads      []*engine.Thread
 	globals      *engine.GlobalReader
-	pebble       *stores.Pebble // nil unless running
-	memory       *stores.Memory
+	pebble       *storage.Pebble // nil unless running
+	memory       *storage.Memory
 	procID       string
 	// subPartitions: the task count of each sub-topology.
 	subPartitions map[int]int32
@@ -177,11 +178,11 @@ func (a *App) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	pebble, err := stores.OpenPebble(filepath.Join(dir, "pebble"), stores.PebbleOptions{Fsync: a.cfg.FsyncState})
+	pebble, err := storage.OpenPebble(filepath.Join(dir, "pebble"), storage.PebbleOptions{Fsync: a.cfg.FsyncState})
 	if err != nil {
 		return fmt.Errorf("streams: opening the state store in %s (is another instance using this StateDir?): %w", dir, err)
 	}
-	memory := stores.NewMemory()
+	memory := storage.NewMemory()
 	a.mu.Lock()
 	a.pebble, a.memory = pebble, memory
 	a.mu.Unlock()

@@ -11,10 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/eddy-go/eddy/internal/engine"
-	"github.com/eddy-go/eddy/stores"
 )
 
 // forwardedHeader marks a query one instance forwarded to another, so the
@@ -247,15 +248,11 @@ func (a *App) serveKey(w http.ResponseWriter, r *http.Request) {
 	}
 	s, ok := a.prog.Stores[name]
 	if !ok {
-		_, err := a.storeOf(name, stores.KindKeyValue) // the error lists the stores
+		_, err := a.storeOf(name, storage.KindKeyValue) // the error lists the stores
 		fail(http.StatusNotFound, err)
 		return
 	}
-	tq, ok := s.Builder.(stores.TextQuerier)
-	if !ok {
-		fail(http.StatusNotImplemented, fmt.Errorf("store %q cannot be queried over HTTP (builder %T)", name, s.Builder))
-		return
-	}
+	tq := s.Builder
 	topic := a.storeTopic(s)
 	kb, err := tq.KeyBytes(text, topic)
 	if err != nil {

@@ -5,10 +5,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eddy-go/eddy/internal/engine"
-	"github.com/eddy-go/eddy/stores"
 )
 
 // The app's Prometheus metrics, each labelled application_id. Besides the
@@ -106,7 +107,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				}
 			}
 			for _, s := range a.taskStoreSpecs(tk.ID) {
-				var b stores.Backend
+				var b storage.Backend
 				switch {
 				case s.InMemory && a.memory != nil:
 					b = a.memory
@@ -116,7 +117,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				if s.TTL <= 0 || b == nil {
 					continue
 				}
-				if live, expired, ok, err := stores.TTLStats(b, tk.ID, s.Name); err == nil && ok {
+				if live, expired, ok, err := storage.TTLStats(b, tk.ID, s.Name); err == nil && ok {
 					send(c.descTTLLive, prometheus.GaugeValue, float64(live), s.Name, tk.ID)
 					send(c.descTTLExpired, prometheus.CounterValue, float64(expired), s.Name, tk.ID)
 				}
@@ -172,7 +173,7 @@ func (a *App) taskStores(task string) []string {
 }
 
 // taskStoreSpecs returns the specs of the stores of task's sub-topology.
-func (a *App) taskStoreSpecs(task string) []stores.Spec {
+func (a *App) taskStoreSpecs(task string) []storage.Spec {
 	sub, _, ok := strings.Cut(task, "_")
 	if !ok {
 		return nil
@@ -181,7 +182,7 @@ func (a *App) taskStoreSpecs(task string) []stores.Spec {
 	if err != nil {
 		return nil
 	}
-	var out []stores.Spec
+	var out []storage.Spec
 	for _, st := range a.prog.Subtopologies {
 		if st.ID != id {
 			continue

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"github.com/eddy-go/eddy/internal/kclient"
 	"github.com/eddy-go/eddy/internal/rt"
 	"github.com/eddy-go/eddy/processor"
@@ -33,7 +35,7 @@ type KeyMetadata struct {
 }
 
 // storeOf finds a store of the topology, of the given kind.
-func (a *App) storeOf(name string, kind stores.Kind) (*rt.StoreSpec, error) {
+func (a *App) storeOf(name string, kind storage.Kind) (*rt.StoreSpec, error) {
 	s, ok := a.prog.Stores[name]
 	if !ok {
 		var names []string
@@ -60,11 +62,11 @@ func (a *App) storeTopic(s *rt.StoreSpec) string {
 // view returns a read-only view of the committed state of store s in
 // tasks (nil: every task of s this instance owns and has restored), and a
 // release to call when done. It fails unless the app is Running.
-func (a *App) view(s *rt.StoreSpec, tasks []string) (stores.BytesStore, func(), error) {
+func (a *App) view(s *rt.StoreSpec, tasks []string) (storage.BytesStore, func(), error) {
 	a.storeMu.RLock()
 	a.mu.Lock()
 	state, threads := a.state, a.threads
-	var backend stores.Backend = a.pebble
+	var backend storage.Backend = a.pebble
 	if s.Builder.Spec().InMemory {
 		backend = a.memory
 	}
@@ -83,7 +85,7 @@ func (a *App) view(s *rt.StoreSpec, tasks []string) (stores.BytesStore, func(), 
 			}
 		}
 	}
-	v, err := stores.QueryViews(backend, tasks, s.Builder.Spec())
+	v, err := storage.QueryViews(backend, tasks, s.Builder.Spec())
 	if err != nil {
 		a.storeMu.RUnlock()
 		return nil, nil, err
@@ -125,22 +127,23 @@ func KeyValueStoreOf[K, V any](a *App, name string) (stores.ReadOnlyKeyValueStor
 	if g := a.globalStore(name); g != nil {
 		return globalKeyValueStore[K, V](a, g)
 	}
-	s, err := a.storeOf(name, stores.KindKeyValue)
+	s, err := a.storeOf(name, storage.KindKeyValue)
 	if err != nil {
 		return nil, err
 	}
-	var open func(stores.BytesStore, string) stores.ReadOnlyKeyValueStore[K, V]
-	switch b := s.Builder.(type) {
+	var open func(storage.BytesStore, string) stores.ReadOnlyKeyValueStore[K, V]
+	switch s.Builder.Public().(type) {
 	case *stores.KeyValueBuilder[K, V]:
-		open = b.ReadOnly
+		open = opener[stores.ReadOnlyKeyValueStore[K, V]](s.Builder)
 	case *stores.KeyValueBuilder[K, stores.ValueAndTimestamp[V]]:
-		open = func(bs stores.BytesStore, topic string) stores.ReadOnlyKeyValueStore[K, V] {
-			return stores.ValuesView(b.ReadOnly(bs, topic))
+		ts := opener[stores.ReadOnlyKeyValueStore[K, stores.ValueAndTimestamp[V]]](s.Builder)
+		open = func(bs storage.BytesStore, topic string) stores.ReadOnlyKeyValueStore[K, V] {
+			return stores.ValuesView(ts(bs, topic))
 		}
 	default:
 		var k K
 		var v V
-		return nil, fmt.Errorf("streams: store %q does not hold %T keys and %T values (its builder is %T)", name, k, v, s.Builder)
+		return nil, fmt.Errorf("streams: store %q does not hold %T keys and %T values (its builder is %T)", name, k, v, s.Builder.Public())
 	}
 	return &kvQuery[K, V]{acquire: func() (stores.ReadOnlyKeyValueStore[K, V], func(), error) {
 		bs, release, err := a.view(s, nil)
@@ -149,6 +152,12 @@ func KeyValueStoreOf[K, V any](a *App, name string) (stores.ReadOnlyKeyValueStor
 		}
 		return open(bs, a.storeTopic(s)), release, nil
 	}}, nil
+}
+
+// opener returns a function opening rb's typed read-only view, a T, over
+// a view of committed bytes (the caller checked rb's public builder type).
+func opener[T any](rb storage.Builder) func(storage.BytesStore, string) T {
+	return func(bs storage.BytesStore, topic string) T { return rb.ReadOnly(bs, topic).(T) }
 }
 
 func (a *App) globalStore(name string) *rt.GlobalStore {
@@ -172,7 +181,7 @@ func globalKeyValueStore[K, V any](a *App, g *rt.GlobalStore) (stores.ReadOnlyKe
 		a.storeMu.RLock()
 		a.mu.Lock()
 		state := a.state
-		var backend stores.Backend = a.pebble
+		var backend storage.Backend = a.pebble
 		if g.InMemory {
 			backend = a.memory
 		}
@@ -241,26 +250,26 @@ func (q *kvQuery[K, V]) ApproximateNumEntries() (int64, error) {
 // DSL's windowed aggregations V is the aggregate's type:
 // WindowStoreOf[string, int64](app, "clicks-per-minute").
 func WindowStoreOf[K, V any](a *App, name string) (stores.ReadOnlyWindowStore[K, V], error) {
-	s, err := a.storeOf(name, stores.KindWindow)
+	s, err := a.storeOf(name, storage.KindWindow)
 	if err != nil {
 		return nil, err
 	}
-	switch b := s.Builder.(type) {
+	switch s.Builder.Public().(type) {
 	case *stores.WindowBuilder[K, V]:
-		return &windowQuery[K, V, V]{a: a, s: s, open: b.ReadOnly, conv: func(v V) V { return v }}, nil
+		return &windowQuery[K, V, V]{a: a, s: s, open: opener[stores.ReadOnlyWindowStore[K, V]](s.Builder), conv: func(v V) V { return v }}, nil
 	case *stores.WindowBuilder[K, stores.ValueAndTimestamp[V]]:
-		return &windowQuery[K, stores.ValueAndTimestamp[V], V]{a: a, s: s, open: b.ReadOnly,
+		return &windowQuery[K, stores.ValueAndTimestamp[V], V]{a: a, s: s, open: opener[stores.ReadOnlyWindowStore[K, stores.ValueAndTimestamp[V]]](s.Builder),
 			conv: func(v stores.ValueAndTimestamp[V]) V { return v.Value }}, nil
 	}
 	var k K
 	var v V
-	return nil, fmt.Errorf("streams: window store %q does not hold %T keys and %T values (its builder is %T)", name, k, v, s.Builder)
+	return nil, fmt.Errorf("streams: window store %q does not hold %T keys and %T values (its builder is %T)", name, k, v, s.Builder.Public())
 }
 
 type windowQuery[K, VS, V any] struct {
 	a    *App
 	s    *rt.StoreSpec
-	open func(stores.BytesStore, string) stores.ReadOnlyWindowStore[K, VS]
+	open func(storage.BytesStore, string) stores.ReadOnlyWindowStore[K, VS]
 	conv func(VS) V
 }
 
@@ -321,26 +330,26 @@ func convEntries[K, VS, V any](es []stores.KeyWindowEntry[K, VS], conv func(VS) 
 // SessionStoreOf returns a read-only view of the session store name over
 // the tasks this instance owns (committed data; as KeyValueStoreOf).
 func SessionStoreOf[K, V any](a *App, name string) (stores.ReadOnlySessionStore[K, V], error) {
-	s, err := a.storeOf(name, stores.KindSession)
+	s, err := a.storeOf(name, storage.KindSession)
 	if err != nil {
 		return nil, err
 	}
-	switch b := s.Builder.(type) {
+	switch s.Builder.Public().(type) {
 	case *stores.SessionBuilder[K, V]:
-		return &sessionQuery[K, V, V]{a: a, s: s, open: b.ReadOnly, conv: func(v V) V { return v }}, nil
+		return &sessionQuery[K, V, V]{a: a, s: s, open: opener[stores.ReadOnlySessionStore[K, V]](s.Builder), conv: func(v V) V { return v }}, nil
 	case *stores.SessionBuilder[K, stores.ValueAndTimestamp[V]]:
-		return &sessionQuery[K, stores.ValueAndTimestamp[V], V]{a: a, s: s, open: b.ReadOnly,
+		return &sessionQuery[K, stores.ValueAndTimestamp[V], V]{a: a, s: s, open: opener[stores.ReadOnlySessionStore[K, stores.ValueAndTimestamp[V]]](s.Builder),
 			conv: func(v stores.ValueAndTimestamp[V]) V { return v.Value }}, nil
 	}
 	var k K
 	var v V
-	return nil, fmt.Errorf("streams: session store %q does not hold %T keys and %T values (its builder is %T)", name, k, v, s.Builder)
+	return nil, fmt.Errorf("streams: session store %q does not hold %T keys and %T values (its builder is %T)", name, k, v, s.Builder.Public())
 }
 
 type sessionQuery[K, VS, V any] struct {
 	a    *App
 	s    *rt.StoreSpec
-	open func(stores.BytesStore, string) stores.ReadOnlySessionStore[K, VS]
+	open func(storage.BytesStore, string) stores.ReadOnlySessionStore[K, VS]
 	conv func(VS) V
 }
 
@@ -373,14 +382,10 @@ func (q *sessionQuery[K, VS, V]) FetchAll(from, to int64) ([]stores.KeyWindowEnt
 func (a *App) MetadataForKey(store string, key any) (KeyMetadata, error) {
 	s, ok := a.prog.Stores[store]
 	if !ok {
-		_, err := a.storeOf(store, stores.KindKeyValue)
+		_, err := a.storeOf(store, storage.KindKeyValue)
 		return KeyMetadata{}, err
 	}
-	ks, ok := s.Builder.(stores.KeySerializer)
-	if !ok {
-		return KeyMetadata{}, fmt.Errorf("streams: store %q cannot serialize keys (builder %T)", store, s.Builder)
-	}
-	kb, err := ks.SerializeKey(key, a.storeTopic(s))
+	kb, err := s.Builder.SerializeKey(key, a.storeTopic(s))
 	if err != nil {
 		return KeyMetadata{}, fmt.Errorf("streams: MetadataForKey: %w", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"github.com/eddy-go/eddy/internal/rt"
 	"github.com/eddy-go/eddy/stores"
 )
@@ -95,7 +97,12 @@ func processorSpec[KIn, VIn, KOut, VOut any](name string, build func(*rt.BuildCt
 
 // addStore registers a store builder.
 func (b *Builder) addStore(sb stores.Builder) {
-	spec := sb.Spec()
+	rb, ok := storage.FromPublic(sb)
+	if !ok {
+		b.errorf("a state store has no builder (nil)")
+		return
+	}
+	spec := rb.Spec()
 	if spec.Name == "" {
 		b.errorf("a state store has an empty name")
 		return
@@ -104,7 +111,7 @@ func (b *Builder) addStore(sb stores.Builder) {
 		b.errorf("state store name %q is used twice", spec.Name)
 		return
 	}
-	b.stores[spec.Name] = &rt.StoreSpec{Builder: sb}
+	b.stores[spec.Name] = &rt.StoreSpec{Builder: rb}
 	b.sorder = append(b.sorder, spec.Name)
 }
 

@@ -3,6 +3,8 @@ package topology
 import (
 	"fmt"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"github.com/eddy-go/eddy/internal/rt"
 	"github.com/eddy-go/eddy/processor"
 	"github.com/eddy-go/eddy/stores"
@@ -46,7 +48,7 @@ func GlobalTable[K, V any](b *Builder, topic string, c ConsumedOptions[K, V], m 
 	if _, dup := b.stores[storeName]; dup || b.globalStore(storeName) != nil {
 		b.errorf("state store %q is defined twice", storeName)
 	}
-	tvs := stores.TimestampedSerde(vs)
+	view, _ := storage.FromPublic(stores.TimestampedKeyValue(storeName, ks, vs))
 	b.globals = append(b.globals, &rt.GlobalStore{
 		Name: storeName, Topic: topic, SourceName: src, ProcessorName: proc, InMemory: mo.backend == InMemory,
 		Check: func(key, value []byte) error {
@@ -61,8 +63,8 @@ func GlobalTable[K, V any](b *Builder, topic string, c ConsumedOptions[K, V], m 
 			}
 			return nil
 		},
-		View: func(be stores.Backend) any {
-			return stores.ReadOnlyKeyValue(be, stores.GlobalTask, storeName, topic, ks, tvs)
+		View: func(be storage.Backend) any {
+			return view.ReadOnly(storage.CommittedView(be, storage.GlobalTask, storeName), topic)
 		},
 	})
 	return &GlobalKTable[K, V]{b: b, store: storeName}

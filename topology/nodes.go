@@ -3,6 +3,8 @@ package topology
 import (
 	"fmt"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"github.com/eddy-go/eddy/internal/rt"
 	"github.com/eddy-go/eddy/processor"
 	"github.com/eddy-go/eddy/serde"
@@ -212,10 +214,10 @@ func forwardOnFlush[K, V any](store timestampedStore[K, V], fw *fwd[K, V], sendO
 		return nil
 	}
 	cached := false
-	if cf, ok := store.(stores.CacheFlusher); ok {
+	if cf, ok := store.(storage.CacheFlusher); ok {
 		cached = cf.SetFlushListener(forward, *sendOld)
 	}
-	if ex, ok := store.(stores.Expirer); ok && !cached {
+	if ex, ok := store.(storage.Expirer); ok && !cached {
 		if ttl, _ := ex.TTL(); ttl > 0 {
 			ex.SetExpiryListener(func(key, old []byte, ts int64) error { return forward(key, nil, old, ts) })
 		}

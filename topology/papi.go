@@ -65,7 +65,10 @@ func AddSink[K, V any](b *Builder, name, topic string, ks serde.Serde[K], vs ser
 // AddStateStore adds a store and connects it to the named processors.
 func (b *Builder) AddStateStore(sb stores.Builder, processors ...string) {
 	b.addStore(sb)
-	name := sb.Spec().Name
+	if sb == nil {
+		return
+	}
+	name := sb.Name()
 	for _, p := range processors {
 		b.ConnectProcessorAndStateStores(p, name)
 	}

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"go.uber.org/zap"
 
 	"github.com/eddy-go/eddy/internal/rt"
@@ -305,14 +307,14 @@ func (n *timeWindowNode[K, V, VA]) Init() (err error) {
 // forwardOnFlush makes the cached window store forward its updates as the
 // cache flushes them.
 func (n *timeWindowNode[K, V, VA]) forwardOnFlush() bool {
-	cf, ok := n.store.(stores.CacheFlusher)
+	cf, ok := n.store.(storage.CacheFlusher)
 	if !ok {
 		return false
 	}
 	ks, vs, topic := n.store.Serdes()
 	size := n.windows.size
 	return cf.SetFlushListener(func(key, newV, oldV []byte, ts int64) error {
-		kb, start, ok := stores.ParseWindowKey(key)
+		kb, start, ok := storage.ParseWindowKey(key)
 		if !ok {
 			return fmt.Errorf("%s: bad window store key", n.NodeName)
 		}

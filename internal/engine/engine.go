@@ -6,11 +6,12 @@ package engine
 import (
 	"time"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"go.uber.org/zap"
 
 	"github.com/eddy-go/eddy/internal/kclient"
 	"github.com/eddy-go/eddy/internal/rt"
-	"github.com/eddy-go/eddy/stores"
 )
 
 // Config is what the streams package gives the engine, defaults applied.
@@ -36,8 +37,8 @@ type Config struct {
 	Consumer, Producer, Restore, Global kclient.Config
 	Admin                               kclient.Admin
 	Log                                 *zap.Logger
-	Pebble                              stores.Backend
-	Memory                              stores.Backend
+	Pebble                              storage.Backend
+	Memory                              storage.Backend
 	// Partitions of every topic the program reads, internal ones by full
 	// name.
 	Partitions map[string]int32

@@ -6,11 +6,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"go.uber.org/zap"
 
 	"github.com/eddy-go/eddy/internal/kclient"
 	"github.com/eddy-go/eddy/internal/rt"
-	"github.com/eddy-go/eddy/stores"
 )
 
 // GlobalReader keeps an instance's global tables: Bootstrap reads all
@@ -23,7 +24,7 @@ type GlobalReader struct {
 	log      *zap.Logger
 	consumer kclient.Consumer
 	byTopic  map[string]*rt.GlobalStore
-	pending  map[kclient.TP][]stores.ChangelogRecord
+	pending  map[kclient.TP][]storage.ChangelogRecord
 	next     map[kclient.TP]int64
 
 	// Applied counts records written to global stores; Skipped counts bad
@@ -36,14 +37,14 @@ type GlobalReader struct {
 // NewGlobalReader returns a reader for cfg.Program's global stores.
 func NewGlobalReader(cfg *Config) *GlobalReader {
 	g := &GlobalReader{cfg: cfg, log: cfg.Log.Named("global"), byTopic: map[string]*rt.GlobalStore{},
-		pending: map[kclient.TP][]stores.ChangelogRecord{}, next: map[kclient.TP]int64{}}
+		pending: map[kclient.TP][]storage.ChangelogRecord{}, next: map[kclient.TP]int64{}}
 	for _, gs := range cfg.Program.GlobalStores {
 		g.byTopic[gs.Topic] = gs
 	}
 	return g
 }
 
-func (g *GlobalReader) backend(gs *rt.GlobalStore) stores.Backend {
+func (g *GlobalReader) backend(gs *rt.GlobalStore) storage.Backend {
 	if gs.InMemory {
 		return g.cfg.Memory
 	}
@@ -99,7 +100,7 @@ func (g *GlobalReader) Bootstrap(ctx context.Context) (err error) {
 		wipe := false
 		for p := range g.cfg.Partitions[gs.Topic] {
 			tp := kclient.TP{Topic: gs.Topic, Partition: p}
-			stored, ok, err := stores.GlobalOffset(b, gs.Name, p)
+			stored, ok, err := storage.GlobalOffset(b, gs.Name, p)
 			if err != nil {
 				return err
 			}
@@ -115,7 +116,7 @@ func (g *GlobalReader) Bootstrap(ctx context.Context) (err error) {
 			}
 		}
 		if wipe {
-			if err := stores.DropGlobal(b, gs.Name); err != nil {
+			if err := storage.DropGlobal(b, gs.Name); err != nil {
 				return err
 			}
 			for p := range g.cfg.Partitions[gs.Topic] {
@@ -232,7 +233,7 @@ func (g *GlobalReader) add(r *rt.RawRecord) {
 func (g *GlobalReader) flush() error {
 	for tp, recs := range g.pending {
 		gs := g.byTopic[tp.Topic]
-		if err := stores.ApplyGlobal(g.backend(gs), gs.Name, tp.Partition, recs, g.next[tp]); err != nil {
+		if err := storage.ApplyGlobal(g.backend(gs), gs.Name, tp.Partition, recs, g.next[tp]); err != nil {
 			return fmt.Errorf("writing global store %s: %w", gs.Name, err)
 		}
 		g.Applied.Add(int64(len(recs)))

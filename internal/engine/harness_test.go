@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"go.uber.org/zap/zaptest"
 
 	"github.com/eddy-go/eddy/internal/kclient"
 	"github.com/eddy-go/eddy/internal/kclient/kclienttest"
 	"github.com/eddy-go/eddy/internal/rt"
 	"github.com/eddy-go/eddy/serde"
-	"github.com/eddy-go/eddy/stores"
 	"github.com/eddy-go/eddy/topology"
 )
 
@@ -79,11 +80,11 @@ func newRig(t *testing.T, cl *kclienttest.Cluster, prog *rt.Program, exactlyOnce
 	if err != nil {
 		t.Fatal(err)
 	}
-	pebble, err := stores.OpenPebble(state, stores.PebbleOptions{InMemory: state == ""})
+	pebble, err := storage.OpenPebble(state, storage.PebbleOptions{InMemory: state == ""})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := stores.NewMemory()
+	mem := storage.NewMemory()
 	iso := "read_uncommitted"
 	if exactlyOnce {
 		iso = "read_committed"
@@ -111,8 +112,8 @@ func (r *rig) closeStores() {
 		return
 	}
 	r.closed = true
-	r.cfg.Pebble.(*stores.Pebble).Close()
-	r.cfg.Memory.(*stores.Memory).Close()
+	r.cfg.Pebble.(*storage.Pebble).Close()
+	r.cfg.Memory.(*storage.Memory).Close()
 }
 
 // running is a thread running in its own goroutine.

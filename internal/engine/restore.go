@@ -6,11 +6,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"go.uber.org/zap"
 
 	"github.com/eddy-go/eddy/internal/kclient"
 	"github.com/eddy-go/eddy/internal/rt"
-	"github.com/eddy-go/eddy/stores"
 )
 
 // ThreadStats are a thread's counters, readable from any goroutine.
@@ -27,11 +28,11 @@ type ThreadStats struct {
 type restoreTarget struct {
 	task      *task
 	store     string
-	spec      stores.Spec
-	backend   stores.Backend
+	spec      storage.Spec
+	backend   storage.Backend
 	from, end int64
 	last      int64 // offset of the last record read, -1 none
-	pending   []stores.ChangelogRecord
+	pending   []storage.ChangelogRecord
 	restored  int64
 }
 
@@ -46,7 +47,7 @@ const restoreBatch = 10_000
 func (th *Thread) startRestore(ctx context.Context) error {
 	type want struct {
 		tk   *task
-		spec stores.Spec
+		spec storage.Spec
 	}
 	wants := map[kclient.TP]want{}
 	var tps []kclient.TP
@@ -73,7 +74,7 @@ func (th *Thread) startRestore(ctx context.Context) error {
 	for tp, w := range wants {
 		b := th.backend(w.spec.Name)
 		task := w.tk.id.String()
-		stored, ok, err := stores.StoredOffset(b, task, w.spec.Name)
+		stored, ok, err := storage.StoredOffset(b, task, w.spec.Name)
 		if err != nil {
 			return err
 		}
@@ -88,13 +89,13 @@ func (th *Thread) startRestore(ctx context.Context) error {
 					zap.String("task", task), zap.String("store", w.spec.Name), zap.Int64("stored", stored),
 					zap.Int64("changelog_start", lo), zap.Int64("changelog_end", hi))
 			}
-			if err := stores.DropStore(b, task, w.spec.Name); err != nil {
+			if err := storage.DropStore(b, task, w.spec.Name); err != nil {
 				return err
 			}
 			from = lo
 			if hi == lo {
 				// An empty changelog: remember where it ends.
-				if err := stores.Restore(b, task, w.spec, nil, hi); err != nil {
+				if err := storage.Restore(b, task, w.spec, nil, hi); err != nil {
 					return err
 				}
 				continue
@@ -220,7 +221,7 @@ func (th *Thread) restoreStep() error {
 		if t == nil || r.Offset >= t.end {
 			continue
 		}
-		t.pending = append(t.pending, stores.ChangelogRecord{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp})
+		t.pending = append(t.pending, storage.ChangelogRecord{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp})
 		t.last = r.Offset
 		if len(t.pending) >= restoreBatch {
 			if err := th.applyRestore(t, t.last+1); err != nil {
@@ -292,7 +293,7 @@ func (th *Thread) restoreStep() error {
 // applyRestore writes a target's pending records and its next offset in
 // one atomic write.
 func (th *Thread) applyRestore(t *restoreTarget, next int64) error {
-	if err := stores.Restore(t.backend, t.task.id.String(), t.spec, t.pending, next); err != nil {
+	if err := storage.Restore(t.backend, t.task.id.String(), t.spec, t.pending, next); err != nil {
 		return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.task.id, err)
 	}
 	n := int64(len(t.pending))

@@ -5,11 +5,12 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"go.uber.org/zap"
 
 	"github.com/eddy-go/eddy/internal/rt"
 	"github.com/eddy-go/eddy/processor"
-	"github.com/eddy-go/eddy/stores"
 )
 
 // task is one task of the thread: its runtime task and input partitions.
@@ -21,14 +22,14 @@ type task struct {
 	idleSince time.Time
 }
 
-func (th *Thread) writeSet(store string) *stores.WriteSet {
+func (th *Thread) writeSet(store string) *storage.WriteSet {
 	if th.cfg.Program.Stores[store].Builder.Spec().InMemory {
 		return th.wsM
 	}
 	return th.wsP
 }
 
-func (th *Thread) backend(store string) stores.Backend {
+func (th *Thread) backend(store string) storage.Backend {
 	if th.cfg.Program.Stores[store].Builder.Spec().InMemory {
 		return th.cfg.Memory
 	}
@@ -41,7 +42,7 @@ func (th *Thread) newRTTask(id processor.TaskID) (*rt.Task, error) {
 		AppID:       th.cfg.AppID,
 		Program:     th.cfg.Program,
 		Subtopology: th.cfg.Program.Subtopologies[id.Subtopology],
-		WriteSet: func(inMemory bool) *stores.WriteSet {
+		WriteSet: func(inMemory bool) *storage.WriteSet {
 			if inMemory {
 				return th.wsM
 			}

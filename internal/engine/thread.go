@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/eddy-go/eddy/internal/kclient"
 	"github.com/eddy-go/eddy/processor"
-	"github.com/eddy-go/eddy/stores"
 )
 
 // Thread is one stream thread: one goroutine owning a consumer, a producer,
@@ -44,8 +45,8 @@ type Thread struct {
 	// guarantee does around the records sent between commits.
 	guarantee guarantee
 
-	wsP, wsM *stores.WriteSet
-	cache    *stores.Cache
+	wsP, wsM *storage.WriteSet
+	cache    *storage.Cache
 
 	tasks     map[processor.TaskID]*task
 	order     []*task // tasks in id order, for fair processing
@@ -157,10 +158,10 @@ func (th *Thread) reset() {
 	th.restoring = map[kclient.TP]*restoreTarget{}
 	th.dirty, th.cbErr, th.closing = false, nil, false
 	th.written = map[kclient.TP]changelogRef{}
-	th.wsP = stores.NewWriteSet(th.cfg.Pebble)
-	th.wsM = stores.NewWriteSet(th.cfg.Memory)
+	th.wsP = storage.NewWriteSet(th.cfg.Pebble)
+	th.wsM = storage.NewWriteSet(th.cfg.Memory)
 	th.retireCache()
-	th.cache = stores.NewCache(th.cfg.CacheBytes)
+	th.cache = storage.NewCache(th.cfg.CacheBytes)
 	th.produced = map[string]prometheus.Counter{}
 }
 

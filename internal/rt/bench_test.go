@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"github.com/eddy-go/eddy/internal/rt"
 	"github.com/eddy-go/eddy/processor"
 	"github.com/eddy-go/eddy/serde"
-	"github.com/eddy-go/eddy/stores"
 	"github.com/eddy-go/eddy/topology"
 )
 
@@ -18,12 +19,12 @@ type countingCollector struct{ n int }
 
 func (c *countingCollector) Send(*rt.Task, *rt.OutRecord) error { c.n++; return nil }
 
-func newTask(b *testing.B, top *topology.Topology, backend stores.Backend, cache *stores.Cache, c rt.Collector) (*rt.Task, *stores.WriteSet) {
+func newTask(b *testing.B, top *topology.Topology, backend storage.Backend, cache *storage.Cache, c rt.Collector) (*rt.Task, *storage.WriteSet) {
 	prog, _ := rt.ProgramOf(top)
-	ws := stores.NewWriteSet(backend)
+	ws := storage.NewWriteSet(backend)
 	task, err := rt.NewTask(rt.TaskConfig{
 		ID: processor.TaskID{}, AppID: "bench", Program: prog, Subtopology: prog.Subtopologies[0],
-		WriteSet: func(bool) *stores.WriteSet { return ws }, Cache: cache, Collector: c,
+		WriteSet: func(bool) *storage.WriteSet { return ws }, Cache: cache, Collector: c,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -48,7 +49,7 @@ func BenchmarkStatelessChain(b *testing.B) {
 		b.Fatal(err)
 	}
 	c := &countingCollector{}
-	task, _ := newTask(b, top, stores.NewMemory(), nil, c)
+	task, _ := newTask(b, top, storage.NewMemory(), nil, c)
 	recs := make([]rt.RawRecord, 1024)
 	for i := range recs {
 		recs[i] = rt.RawRecord{Topic: "in", Offset: int64(i), Key: []byte(fmt.Sprint(i)), Value: bytes.Repeat([]byte("x"), 100), Timestamp: int64(i)}
@@ -86,7 +87,7 @@ func BenchmarkCountCachedPebble(b *testing.B) {
 }
 
 func benchCount(b *testing.B, keys, commitEvery int, cached bool) {
-	p, err := stores.OpenPebble(b.TempDir(), stores.PebbleOptions{})
+	p, err := storage.OpenPebble(b.TempDir(), storage.PebbleOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func benchCount(b *testing.B, keys, commitEvery int, cached bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	task, ws := newTask(b, top, p, stores.NewCache(10<<20), &countingCollector{})
+	task, ws := newTask(b, top, p, storage.NewCache(10<<20), &countingCollector{})
 	recs := make([]rt.RawRecord, keys)
 	for i := range recs {
 		recs[i] = rt.RawRecord{Topic: "in", Offset: int64(i), Key: []byte(fmt.Sprintf("key-%05d", (i*7919)%keys)), Value: []byte("v"), Timestamp: int64(i)}
@@ -125,13 +126,13 @@ func benchCount(b *testing.B, keys, commitEvery int, cached bool) {
 // runBench feeds records made by rec to a task of top on Pebble, committing
 // every 10,000 records, and reports the cost per record.
 func runBench(b *testing.B, top *topology.Topology, rec func(i int, r *rt.RawRecord)) {
-	p, err := stores.OpenPebble(b.TempDir(), stores.PebbleOptions{})
+	p, err := storage.OpenPebble(b.TempDir(), storage.PebbleOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer p.Close()
 	c := &countingCollector{}
-	task, ws := newTask(b, top, p, stores.NewCache(10<<20), c)
+	task, ws := newTask(b, top, p, storage.NewCache(10<<20), c)
 	var r rt.RawRecord
 	b.ReportAllocs()
 	b.ResetTimer()

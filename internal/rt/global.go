@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/eddy-go/eddy/stores"
+	"github.com/eddy-go/eddy/internal/storage"
 )
 
 // ErrNullGlobalKey is returned by GlobalRecord for a record without a key:
@@ -15,19 +15,19 @@ var ErrNullGlobalKey = errors.New("record has no key")
 // it as the store keeps it. A bad record (no key, or bytes the table's
 // serdes reject) is an error saying where it is; readers skip it and count
 // it.
-func GlobalRecord(g *GlobalStore, r *RawRecord) (stores.ChangelogRecord, error) {
+func GlobalRecord(g *GlobalStore, r *RawRecord) (storage.ChangelogRecord, error) {
 	if r.Key == nil {
-		return stores.ChangelogRecord{}, fmt.Errorf("global table %s: %s[%d]@%d: %w", g.Name, r.Topic, r.Partition, r.Offset, ErrNullGlobalKey)
+		return storage.ChangelogRecord{}, fmt.Errorf("global table %s: %s[%d]@%d: %w", g.Name, r.Topic, r.Partition, r.Offset, ErrNullGlobalKey)
 	}
 	if err := g.Check(r.Key, r.Value); err != nil {
-		return stores.ChangelogRecord{}, fmt.Errorf("global table %s: %s[%d]@%d: %w", g.Name, r.Topic, r.Partition, r.Offset, err)
+		return storage.ChangelogRecord{}, fmt.Errorf("global table %s: %s[%d]@%d: %w", g.Name, r.Topic, r.Partition, r.Offset, err)
 	}
-	return stores.ChangelogRecord{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, nil
+	return storage.ChangelogRecord{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, nil
 }
 
 // GlobalViews returns the read-only views of the program's global stores
 // over the two backends, by store name, for TaskConfig.Globals.
-func GlobalViews(p *Program, pebble, memory stores.Backend) map[string]any {
+func GlobalViews(p *Program, pebble, memory storage.Backend) map[string]any {
 	out := map[string]any{}
 	for _, g := range p.GlobalStores {
 		b := pebble

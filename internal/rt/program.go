@@ -8,7 +8,7 @@ package rt
 import (
 	"reflect"
 
-	"github.com/eddy-go/eddy/stores"
+	"github.com/eddy-go/eddy/internal/storage"
 )
 
 // NodeKind is the role of a node in the graph.
@@ -54,7 +54,7 @@ type NodeSpec struct {
 // StoreSpec is a state store of the topology and the processors it is
 // connected to.
 type StoreSpec struct {
-	Builder    stores.Builder
+	Builder    storage.Builder // the runtime side of the stores.Builder the topology was given
 	Processors []string
 	// Subtopology is set by the topology compiler.
 	Subtopology int
@@ -129,7 +129,7 @@ type GlobalStore struct {
 	Check func(key, value []byte) error
 	// View returns the typed, read-only store over the global data in b
 	// that tasks read (Global returns it).
-	View func(b stores.Backend) any
+	View func(b storage.Backend) any
 }
 
 // ChangelogTopic returns the full name of a store's changelog topic.

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"go.uber.org/zap"
 
 	"github.com/eddy-go/eddy/processor"
-	"github.com/eddy-go/eddy/stores"
 )
 
 // RawRecord is a record as read from a topic, before deserialization.
@@ -65,9 +66,9 @@ type TaskConfig struct {
 	Program     *Program
 	Subtopology *Subtopology
 	// WriteSet returns the thread's write set for a backend.
-	WriteSet func(inMemory bool) *stores.WriteSet
+	WriteSet func(inMemory bool) *storage.WriteSet
 	// Cache is the thread's record cache; nil disables caching.
-	Cache     *stores.Cache
+	Cache     *storage.Cache
 	Collector Collector
 	// WallClock returns the time in milliseconds for wall-clock
 	// punctuators.
@@ -103,8 +104,8 @@ type Task struct {
 	nodes    map[string]Node
 	order    []Node // creation (topological) order
 	sources  map[string]SourceNode
-	stores   map[string]stores.Store
-	storeSeq []stores.Store // creation order: flushed upstream first
+	stores   map[string]storage.Store
+	storeSeq []storage.Store // creation order: flushed upstream first
 
 	streamTime int64
 	cur        recordContext
@@ -136,7 +137,7 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 		idString:   cfg.ID.String(),
 		nodes:      map[string]Node{},
 		sources:    map[string]SourceNode{},
-		stores:     map[string]stores.Store{},
+		stores:     map[string]storage.Store{},
 		streamTime: -1,
 	}
 	t.cur.meta.Offset = -1
@@ -167,7 +168,7 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 
 func (t *Task) buildStore(ss *StoreSpec) error {
 	spec := ss.Builder.Spec()
-	env := stores.Env{
+	env := storage.Env{
 		Task:       t.idString,
 		WriteSet:   t.cfg.WriteSet(spec.InMemory),
 		Cache:      t.cfg.Cache,
@@ -255,7 +256,7 @@ func (t *Task) SourceTopics() []string {
 }
 
 // Store returns one of the task's stores.
-func (t *Task) Store(name string) (stores.Store, bool) {
+func (t *Task) Store(name string) (storage.Store, bool) {
 	s, ok := t.stores[name]
 	return s, ok
 }

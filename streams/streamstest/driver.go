@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"github.com/eddy-go/eddy/internal/rt"
 	"github.com/eddy-go/eddy/processor"
-	"github.com/eddy-go/eddy/stores"
 	"github.com/eddy-go/eddy/topology"
 )
 
@@ -53,11 +54,11 @@ type Driver struct {
 	globals map[string]*rt.GlobalStore // by topic
 	// globalSkipped counts bad global-table records skipped.
 	globalSkipped int64
-	pebble        *stores.Pebble
-	memory        *stores.Memory
-	wsP           *stores.WriteSet
-	wsM           *stores.WriteSet
-	cache         *stores.Cache
+	pebble        *storage.Pebble
+	memory        *storage.Memory
+	wsP           *storage.WriteSet
+	wsM           *storage.WriteSet
+	cache         *storage.Cache
 	now           int64
 
 	topics map[string]*topicLog // everything written: outputs, changelogs, repartitions
@@ -106,22 +107,22 @@ func Open(top *topology.Topology, opts ...Options) (*Driver, error) {
 	if !ok {
 		return nil, errors.New("streamstest: not a built topology")
 	}
-	p, err := stores.OpenPebble("streamstest", stores.PebbleOptions{InMemory: true, MemTableSize: 4 << 20, CacheSize: 8 << 20})
+	p, err := storage.OpenPebble("streamstest", storage.PebbleOptions{InMemory: true, MemTableSize: 4 << 20, CacheSize: 8 << 20})
 	if err != nil {
 		return nil, err
 	}
 	d := &Driver{
 		opts: o, prog: prog, byTopic: map[string]*rt.Task{}, bySub: map[int]*rt.Task{}, globals: map[string]*rt.GlobalStore{},
-		pebble: p, memory: stores.NewMemory(), now: o.StartTime,
+		pebble: p, memory: storage.NewMemory(), now: o.StartTime,
 		topics: map[string]*topicLog{}, inOffset: map[string]int64{},
 	}
-	d.wsP, d.wsM = stores.NewWriteSet(d.pebble), stores.NewWriteSet(d.memory)
+	d.wsP, d.wsM = storage.NewWriteSet(d.pebble), storage.NewWriteSet(d.memory)
 	views := rt.GlobalViews(prog, d.pebble, d.memory)
 	for _, g := range prog.GlobalStores {
 		d.globals[g.Topic] = g
 	}
 	if o.CacheMaxBytes > 0 {
-		d.cache = stores.NewCache(o.CacheMaxBytes)
+		d.cache = storage.NewCache(o.CacheMaxBytes)
 	}
 	for _, st := range prog.Subtopologies {
 		if st.Global != nil {
@@ -132,7 +133,7 @@ func Open(top *topology.Topology, opts ...Options) (*Driver, error) {
 			AppID:       o.ApplicationID,
 			Program:     prog,
 			Subtopology: st,
-			WriteSet: func(inMemory bool) *stores.WriteSet {
+			WriteSet: func(inMemory bool) *storage.WriteSet {
 				if inMemory {
 					return d.wsM
 				}
@@ -235,11 +236,11 @@ func (d *Driver) applyGlobal(g *rt.GlobalStore, r *rt.RawRecord) error {
 		d.globalSkipped++
 		return nil
 	}
-	var b stores.Backend = d.pebble
+	var b storage.Backend = d.pebble
 	if g.InMemory {
 		b = d.memory
 	}
-	return stores.ApplyGlobal(b, g.Name, r.Partition, []stores.ChangelogRecord{rec}, r.Offset+1)
+	return storage.ApplyGlobal(b, g.Name, r.Partition, []storage.ChangelogRecord{rec}, r.Offset+1)
 }
 
 func (d *Driver) drain() error {

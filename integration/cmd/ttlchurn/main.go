@@ -26,6 +26,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eddy-go/eddy/internal/storage"
+
 	"github.com/eddy-go/eddy/serde"
 	"github.com/eddy-go/eddy/stores"
 )
@@ -70,18 +72,19 @@ func churn(name string, updates, window, step, commit, report int, ttl time.Dura
 	dir, err := os.MkdirTemp("", "ttlchurn-")
 	check(err)
 	defer os.RemoveAll(dir)
-	db, err := stores.OpenPebble(filepath.Join(dir, "db"), stores.PebbleOptions{})
+	db, err := storage.OpenPebble(filepath.Join(dir, "db"), storage.PebbleOptions{})
 	check(err)
 	defer db.Close()
-	ws := stores.NewWriteSet(db)
+	ws := storage.NewWriteSet(db)
 	var ts int64
-	env := stores.Env{Task: "0_0", WriteSet: ws, Cache: stores.NewCache(10 << 20), Changelog: discard{},
+	env := storage.Env{Task: "0_0", WriteSet: ws, Cache: storage.NewCache(10 << 20), Changelog: discard{},
 		Topic: "churn-changelog", Timestamp: func() int64 { return ts }, StreamTime: func() int64 { return ts }}
 	b := stores.KeyValue("counts", serde.String(), serde.Int64()).WithCaching(true)
 	if ttl > 0 {
 		b = b.WithTTL(ttl)
 	}
-	s, err := b.Build(env)
+	rb, _ := storage.FromPublic(b)
+	s, err := rb.Build(env)
 	check(err)
 	kv := s.(stores.KeyValueStore[string, int64])
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -106,7 +109,7 @@ func churn(name string, updates, window, step, commit, report int, ttl time.Dura
 		}
 	}
 	rate := float64(updates) / time.Since(start).Seconds()
-	live, expired, _, _ := stores.TTLStats(db, "0_0", "counts")
+	live, expired, _, _ := storage.TTLStats(db, "0_0", "counts")
 	fmt.Printf("%s: %.0f updates/s overall; live entries %d, expired %d (TTL bookkeeping)\n\n", name, rate, live, expired)
 	return rate
 }

@@ -1,4 +1,4 @@
-package stores
+package storage
 
 import "fmt"
 
@@ -66,7 +66,7 @@ func (s *taskSlice) Flush() error { return nil }
 func rangeBounds(prefix, lower, upper []byte) (lo, hi []byte) {
 	lo = append(append([]byte{}, prefix...), lower...)
 	if upper == nil {
-		hi = prefixEnd(prefix)
+		hi = PrefixEnd(prefix)
 	} else {
 		hi = append(append([]byte{}, prefix...), upper...)
 	}
@@ -124,9 +124,9 @@ type RangeDeleter interface {
 	DeleteRange(lower, upper []byte) error
 }
 
-// deleteRange deletes [lower, upper) from s: flushing a cache above first,
+// DeleteRange deletes [lower, upper) from s: flushing a cache above first,
 // so no cached write of the range comes back later.
-func deleteRange(s BytesStore, lower, upper []byte) error {
+func DeleteRange(s BytesStore, lower, upper []byte) error {
 	if err := s.Flush(); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package stores_test
+package storage_test
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/eddy-go/eddy/stores"
+	"github.com/eddy-go/eddy/internal/storage"
 )
 
 // A commit survives the process being killed right after it: a child
@@ -31,12 +31,12 @@ func TestCommitsSurviveSIGKILL(t *testing.T) {
 			if !ok || ws.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 				t.Fatalf("child did not die of SIGKILL: %v\n%s", err, out)
 			}
-			p, err := stores.OpenPebble(dir, stores.PebbleOptions{})
+			p, err := storage.OpenPebble(dir, storage.PebbleOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer p.Close()
-			off, found, err := stores.StoredOffset(p, "0_0", "kv")
+			off, found, err := storage.StoredOffset(p, "0_0", "kv")
 			if err != nil || !found || off != int64(n) {
 				t.Fatalf("after SIGKILL: stored offset %d (found %v, %v), want %d: commits were lost", off, found, err, n)
 			}
@@ -53,11 +53,11 @@ func TestCommitsSurviveSIGKILL(t *testing.T) {
 // killChild applies n commits of one write and the store's offset, then
 // SIGKILLs its own process.
 func killChild(dir string, n int) {
-	p, err := stores.OpenPebble(dir, stores.PebbleOptions{})
+	p, err := storage.OpenPebble(dir, storage.PebbleOptions{})
 	if err != nil {
 		panic(err)
 	}
-	ws := stores.NewWriteSet(p)
+	ws := storage.NewWriteSet(p)
 	for i := range n {
 		ws.Set([]byte(fmt.Sprintf("0_0/kv/key-%06d", i)), make([]byte, 100))
 		ws.SetOffset("0_0", "kv", int64(i+1))
@@ -75,14 +75,14 @@ func killChild(dir string, n int) {
 // and keeps up to five old logs: 360 MB for 1M keys that needed 36 MB.
 func TestPebbleDiskIsWhatItHolds(t *testing.T) {
 	dir := t.TempDir()
-	p, err := stores.OpenPebble(dir, stores.PebbleOptions{})
+	p, err := storage.OpenPebble(dir, storage.PebbleOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
 	var written int64
 	for c := range 200 { // 200 commits of 500 keys, ~6 MB in all
-		var b stores.Batch
+		var b storage.Batch
 		for i := range 500 {
 			k := fmt.Appendf(nil, "0_0/counts/key-%09d", c*500+i)
 			v := make([]byte, 40)

@@ -1,4 +1,4 @@
-package stores
+package storage
 
 import (
 	"bytes"
@@ -109,8 +109,8 @@ func offsetKey(task, store string) []byte {
 	return append(p, store...)
 }
 
-// prefixEnd returns the smallest key greater than every key with prefix p.
-func prefixEnd(p []byte) []byte {
+// PrefixEnd returns the smallest key greater than every key with prefix p.
+func PrefixEnd(p []byte) []byte {
 	end := bytes.Clone(p)
 	for i := len(end) - 1; i >= 0; i-- {
 		if end[i] < 0xff {
@@ -125,7 +125,7 @@ func taskRanges(task string) [][2][]byte {
 	var out [][2][]byte
 	for _, ns := range []byte{nsData, nsOffset} {
 		p := append(append([]byte{ns}, task...), 0)
-		out = append(out, [2][]byte{p, prefixEnd(p)})
+		out = append(out, [2][]byte{p, PrefixEnd(p)})
 	}
 	return out
 }
@@ -174,7 +174,7 @@ func DropTask(b Backend, task string) error {
 func DropStore(b Backend, task, store string) error {
 	var batch Batch
 	for _, p := range [][]byte{DataPrefix(task, store), DataPrefix(task, store+ttlSuffix)} {
-		batch.DeleteRange(p, prefixEnd(p))
+		batch.DeleteRange(p, PrefixEnd(p))
 	}
 	batch.Delete(offsetKey(task, store))
 	return b.Apply(&batch)
@@ -259,7 +259,7 @@ func restore(b Backend, batch *Batch, task, store string, offKey []byte, timesta
 		case r.Value == nil:
 			batch.Delete(k)
 		case timestamped:
-			batch.Set(k, appendTimestamped(nil, r.Timestamp, r.Value))
+			batch.Set(k, AppendTimestamped(nil, r.Timestamp, r.Value))
 		default:
 			batch.Set(k, r.Value)
 		}
@@ -303,15 +303,15 @@ func DropGlobal(b Backend, store string) error {
 	p := DataPrefix(GlobalTask, store)
 	o := offsetKey(GlobalTask, store+"\x01")
 	var batch Batch
-	batch.DeleteRange(p, prefixEnd(p))
-	batch.DeleteRange(o, prefixEnd(o))
+	batch.DeleteRange(p, PrefixEnd(p))
+	batch.DeleteRange(o, PrefixEnd(o))
 	return b.Apply(&batch)
 }
 
-// appendTimestamped appends the timestamped value encoding (8-byte
+// AppendTimestamped appends the timestamped value encoding (8-byte
 // big-endian timestamp, then the value bytes, as Kafka Streams'
 // ValueAndTimestamp) to dst.
-func appendTimestamped(dst []byte, ts int64, value []byte) []byte {
+func AppendTimestamped(dst []byte, ts int64, value []byte) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, uint64(ts))
 	return append(dst, value...)
 }

@@ -1,4 +1,4 @@
-package stores
+package storage
 
 import (
 	"bytes"
@@ -125,3 +125,6 @@ func (s *sliceIter) Key() []byte   { return s.kvs[s.i].k }
 func (s *sliceIter) Value() []byte { return s.kvs[s.i].v }
 func (s *sliceIter) Err() error    { return s.err }
 func (s *sliceIter) Close() error  { return nil }
+
+// ErrIterator returns an iterator that yields nothing and reports err.
+func ErrIterator(err error) BytesIterator { return &sliceIter{err: err} }

@@ -1,4 +1,4 @@
-package stores
+package storage
 
 import (
 	"bytes"
@@ -210,7 +210,7 @@ func (p *Pebble) Metrics() *pebble.Metrics { return p.db.Metrics() }
 // (writes still in the memtable are not counted).
 func (p *Pebble) StoreDiskBytes(task, store string) (uint64, error) {
 	prefix := DataPrefix(task, store)
-	return p.db.EstimateDiskUsage(prefix, prefixEnd(prefix))
+	return p.db.EstimateDiskUsage(prefix, PrefixEnd(prefix))
 }
 
 type pebbleIter struct {
