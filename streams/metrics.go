@@ -107,13 +107,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				}
 			}
 			for _, s := range a.taskStoreSpecs(tk.ID) {
-				var b storage.Backend
-				switch {
-				case s.InMemory && a.memory != nil:
-					b = a.memory
-				case !s.InMemory && a.pebble != nil:
-					b = a.pebble
-				}
+				b := a.backend(s.InMemory)
 				if s.TTL <= 0 || b == nil {
 					continue
 				}

@@ -66,10 +66,7 @@ func (a *App) view(s *rt.StoreSpec, tasks []string) (storage.BytesStore, func(),
 	a.storeMu.RLock()
 	a.mu.Lock()
 	state, threads := a.state, a.threads
-	var backend storage.Backend = a.pebble
-	if s.Builder.Spec().InMemory {
-		backend = a.memory
-	}
+	backend := a.backend(s.Builder.Spec().InMemory)
 	a.mu.Unlock()
 	if state != Running || backend == nil {
 		a.storeMu.RUnlock()
@@ -154,6 +151,21 @@ func KeyValueStoreOf[K, V any](a *App, name string) (stores.ReadOnlyKeyValueStor
 	}}, nil
 }
 
+// backend is the running app's backend for stores kept in memory or not;
+// nil while it is not running. The caller holds a.mu.
+func (a *App) backend(inMemory bool) storage.Backend {
+	if inMemory {
+		if a.memory == nil {
+			return nil
+		}
+		return a.memory
+	}
+	if a.pebble == nil {
+		return nil
+	}
+	return a.pebble
+}
+
 // opener returns a function opening rb's typed read-only view, a T, over
 // a view of committed bytes (the caller checked rb's public builder type).
 func opener[T any](rb storage.Builder) func(storage.BytesStore, string) T {
@@ -181,10 +193,7 @@ func globalKeyValueStore[K, V any](a *App, g *rt.GlobalStore) (stores.ReadOnlyKe
 		a.storeMu.RLock()
 		a.mu.Lock()
 		state := a.state
-		var backend storage.Backend = a.pebble
-		if g.InMemory {
-			backend = a.memory
-		}
+		backend := a.backend(g.InMemory)
 		a.mu.Unlock()
 		if state != Running || backend == nil {
 			a.storeMu.RUnlock()

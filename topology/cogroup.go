@@ -47,8 +47,8 @@ func CogroupWith[K, V, VA any](c *CogroupedKStream[K, VA], g *KGroupedStream[K, 
 			first := func(k K, v V) VA { return aggregator(k, v, init()) }
 			n := b.add(processorSpec[K, V, K, change[VA]](b.newName("COGROUPKSTREAM-AGGREGATE-"), func(bc *rt.BuildCtx) (rt.Node, error) {
 				ch, err := rt.Children[K, change[VA]](bc)
-				return &aggregateNode[K, V, VA]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, fw: fwd[K, VA]{Children: ch},
-					storeName: storeName, sendOld: &info.sendOld, first: first, next: aggregator}, err
+				return &aggregateNode[K, V, VA]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task},
+					table: table[K, VA]{fw: fwd[K, VA]{Children: ch}, storeName: storeName, sendOld: &info.sendOld}, first: first, next: aggregator}, err
 			}), parent)
 			b.connect(n, storeName)
 			return n

@@ -91,12 +91,7 @@ func countWindowAggregate[K, V, VA any](s *WindowedStream[K, V], m MaterializedO
 	if s.lateTopic != "" {
 		b.errorf("LateRecords(%q) on count windows: count windows never close by time, so no record is late", s.lateTopic)
 	}
-	storeName := m.name
-	if storeName == "" {
-		storeName = b.newStoreName(prefix)
-	}
-	funcName := b.newName(prefix)
-	parent := g.parentFor(storeName)
+	storeName, funcName, parent := g.aggregation(m.name, prefix)
 	ks, vs := pickSerde(m.keySerde, g.keySerde), pickSerde(m.valueSerde, vaSerde)
 	if ks == nil || vs == nil {
 		b.errorf("count-window store %q needs serdes for [%s, %s]: pass them with Materialized(...).WithSerdes", storeName, rt.TypeOf[K](), rt.TypeOf[VA]())

@@ -1,6 +1,9 @@
 package topology
 
-import "github.com/eddy-go/eddy/internal/rt"
+import (
+	"github.com/eddy-go/eddy/internal/rt"
+	"github.com/eddy-go/eddy/stores"
+)
 
 // throttle limits how often an operation looks for closed windows: at most
 // once per emit interval of wall-clock time, as Kafka Streams.
@@ -59,4 +62,43 @@ func (e *closeEmitter) done(s emittedMarker, upTo int64) error {
 	}
 	e.emitted, e.any = upTo, true
 	return nil
+}
+
+// closedEntries is the part of a window or session store an emission
+// reads.
+type closedEntries[K, VA any] interface {
+	emittedMarker
+	FetchAll(from, to int64) ([]stores.KeyWindowEntry[K, stores.ValueAndTimestamp[VA]], error)
+}
+
+// emitClosedEntries gives send, when e's throttle allows, the entries of
+// store that closed since the last emission, up to upTo (window starts, or
+// session ends), and records how far it got. skip, when set, says whether
+// nothing new can have closed between from and upTo. It reports whether
+// closed entries remain unemitted (throttled, or a failure the node
+// reported).
+func emitClosedEntries[K, VA any](b *rt.Base, e *closeEmitter, store closedEntries[K, VA], upTo int64, skip func(from int64) bool,
+	send func([]stores.KeyWindowEntry[K, stores.ValueAndTimestamp[VA]])) (pending bool) {
+	from, ok, err := e.from(store, upTo)
+	if err != nil {
+		b.Fail(err)
+		return true
+	}
+	if !ok || (skip != nil && skip(from)) {
+		return false
+	}
+	if e.wait(b.T) {
+		return true
+	}
+	entries, err := store.FetchAll(from, upTo)
+	if err != nil {
+		b.Fail(err)
+		return true
+	}
+	send(entries)
+	if err := e.done(store, upTo); err != nil {
+		b.Fail(err)
+		return true
+	}
+	return false
 }

@@ -41,18 +41,13 @@ func GroupBy[K, V, K2 any](s *KStream[K, V], f func(K, V) K2, g ...GroupedOption
 func streamAggregate[K, V, VA any](g *KGroupedStream[K, V], m MaterializedOptions[K, VA], vaSerde serde.Serde[VA],
 	first func(K, V) VA, next func(K, V, VA) VA, prefix string) *KTable[K, VA] {
 	b := g.s.b
-	storeName := m.name
-	if storeName == "" {
-		storeName = b.newStoreName(prefix)
-	}
-	funcName := b.newName(prefix)
-	parent := g.parentFor(storeName)
+	storeName, funcName, parent := g.aggregation(m.name, prefix)
 	materialize(b, m, storeName, g.keySerde, vaSerde)
 	info := &tableInfo{}
 	n := b.add(processorSpec[K, V, K, change[VA]](funcName, func(bc *rt.BuildCtx) (rt.Node, error) {
 		ch, err := rt.Children[K, change[VA]](bc)
-		return &aggregateNode[K, V, VA]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, fw: fwd[K, VA]{Children: ch},
-			storeName: storeName, sendOld: &info.sendOld, first: first, next: next}, err
+		return &aggregateNode[K, V, VA]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task},
+			table: table[K, VA]{fw: fwd[K, VA]{Children: ch}, storeName: storeName, sendOld: &info.sendOld}, first: first, next: next}, err
 	}), parent)
 	b.connect(n, storeName)
 	return &KTable[K, VA]{b: b, node: n, keySerde: pickSerde(m.keySerde, g.keySerde), valueSerde: pickSerde(m.valueSerde, vaSerde), store: storeName, info: info,

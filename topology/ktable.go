@@ -133,8 +133,8 @@ func toTable[K, V any](b *Builder, parent *rt.NodeSpec, name, storeName string, 
 	info := &tableInfo{}
 	n := b.add(processorSpec[K, V, K, change[V]](name, func(bc *rt.BuildCtx) (rt.Node, error) {
 		ch, err := rt.Children[K, change[V]](bc)
-		return &tableSourceNode[K, V]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, fw: fwd[K, V]{Children: ch},
-			storeName: storeName, sendOld: &info.sendOld}, err
+		return &tableSourceNode[K, V]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task},
+			table: table[K, V]{fw: fwd[K, V]{Children: ch}, storeName: storeName, sendOld: &info.sendOld}}, err
 	}), parent)
 	b.connect(n, storeName)
 	return &KTable[K, V]{b: b, node: n, keySerde: pickSerde(mo.keySerde, ks), valueSerde: pickSerde(mo.valueSerde, vs), store: storeName, info: info,
@@ -276,8 +276,8 @@ func tableAggregate[K, V, VA any](g *KGroupedTable[K, V], m MaterializedOptions[
 	info := &tableInfo{}
 	n := b.add(processorSpec[K, change[V], K, change[VA]](funcName, func(bc *rt.BuildCtx) (rt.Node, error) {
 		ch, err := rt.Children[K, change[VA]](bc)
-		return &tableAggregateNode[K, V, VA]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, fw: fwd[K, VA]{Children: ch},
-			storeName: storeName, sendOld: &info.sendOld, first: first, add: add, sub: sub}, err
+		return &tableAggregateNode[K, V, VA]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task},
+			table: table[K, VA]{fw: fwd[K, VA]{Children: ch}, storeName: storeName, sendOld: &info.sendOld}, first: first, add: add, sub: sub}, err
 	}), src)
 	b.connect(n, storeName)
 	return &KTable[K, VA]{b: b, node: n, keySerde: pickSerde(m.keySerde, g.keySerde), valueSerde: pickSerde(m.valueSerde, vaSerde), store: storeName, info: info,

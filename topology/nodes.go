@@ -195,20 +195,9 @@ func forwardOnFlush[K, V any](store timestampedStore[K, V], fw *fwd[K, V], sendO
 		if err != nil {
 			return err
 		}
-		c := change[V]{}
-		if newV != nil {
-			nv, err := vs.Deserialize(topic, newV)
-			if err != nil {
-				return err
-			}
-			c.New, c.HasNew, ts = nv.Value, true, nv.Timestamp
-		}
-		if oldV != nil && *sendOld {
-			ov, err := vs.Deserialize(topic, oldV)
-			if err != nil {
-				return err
-			}
-			c.Old, c.HasOld = ov.Value, true
+		c, ts, err := decodeChange(vs, topic, newV, oldV, ts, *sendOld)
+		if err != nil {
+			return err
 		}
 		fw.Forward(processor.Record[K, change[V]]{Key: k, Value: c, Timestamp: ts})
 		return nil
@@ -225,6 +214,29 @@ func forwardOnFlush[K, V any](store timestampedStore[K, V], fw *fwd[K, V], sendO
 	return cached
 }
 
+// decodeChange decodes the new and old values of a row a cache flushed or
+// a store expired (newV nil: a deletion; oldV only when sendOld) into a
+// change, and gives the timestamp to forward it with: the new value's, else
+// ts.
+func decodeChange[V any](vs serde.Serde[stores.ValueAndTimestamp[V]], topic string, newV, oldV []byte, ts int64, sendOld bool) (change[V], int64, error) {
+	var c change[V]
+	if newV != nil {
+		nv, err := vs.Deserialize(topic, newV)
+		if err != nil {
+			return c, ts, err
+		}
+		c.New, c.HasNew, ts = nv.Value, true, nv.Timestamp
+	}
+	if oldV != nil && sendOld {
+		ov, err := vs.Deserialize(topic, oldV)
+		if err != nil {
+			return c, ts, err
+		}
+		c.Old, c.HasOld = ov.Value, true
+	}
+	return c, ts, nil
+}
+
 // storeOf looks a DSL store up in the node's task.
 func storeOf[K, V any](b *rt.Base, name string) (timestampedStore[K, V], error) {
 	s, err := rt.Store[timestampedStore[K, V]](b.T, name)
@@ -234,29 +246,53 @@ func storeOf[K, V any](b *rt.Base, name string) (timestampedStore[K, V], error) 
 	return s, nil
 }
 
+// table is what every node that keeps a DSL table in its store shares:
+// the store, the forwarder of the table's changes and whether the store's
+// cache forwards them as it flushes.
+type table[K, V any] struct {
+	fw        fwd[K, V]
+	storeName string
+	store     timestampedStore[K, V]
+	sendOld   *bool // set by downstream nodes that need old values
+	cached    bool
+}
+
+// init finds the store in the node's task and installs the forwarding.
+func (t *table[K, V]) init(b *rt.Base) (err error) {
+	if t.store, err = storeOf[K, V](b, t.storeName); err != nil {
+		return err
+	}
+	t.cached = forwardOnFlush(t.store, &t.fw, t.sendOld)
+	return nil
+}
+
+// changed forwards a row's change (newV when hasNew; a deletion otherwise),
+// with the old value when there was one and downstream asked for it. A
+// cached store forwards as it flushes instead.
+func (t *table[K, V]) changed(key K, newV V, hasNew bool, old V, hasOld bool, ts int64, h processor.Headers) {
+	if t.cached {
+		return
+	}
+	c := change[V]{New: newV, HasNew: hasNew}
+	if hasOld && *t.sendOld {
+		c.Old, c.HasOld = old, true
+	}
+	t.fw.Forward(processor.Record[K, change[V]]{Key: key, Value: c, Timestamp: ts, Headers: h})
+}
+
 // aggregateNode is KStream aggregation (Count, Reduce, Aggregate): the
 // result carries the largest timestamp of the records that made it, as in
 // Kafka Streams 4.
 type aggregateNode[K, V, VA any] struct {
 	rt.Base
-	fw        fwd[K, VA]
-	storeName string
-	store     timestampedStore[K, VA]
-	sendOld   *bool
-	cached    bool
+	table[K, VA]
 	// first makes the aggregate of a key's first record; next folds a record
 	// into an existing aggregate.
 	first func(K, V) VA
 	next  func(K, V, VA) VA
 }
 
-func (n *aggregateNode[K, V, VA]) Init() (err error) {
-	if n.store, err = storeOf[K, VA](&n.Base, n.storeName); err != nil {
-		return err
-	}
-	n.cached = forwardOnFlush(n.store, &n.fw, n.sendOld)
-	return nil
-}
+func (n *aggregateNode[K, V, VA]) Init() error { return n.init(&n.Base) }
 
 func (n *aggregateNode[K, V, VA]) Process(r processor.Record[K, V]) {
 	if r.NullValue {
@@ -281,33 +317,17 @@ func (n *aggregateNode[K, V, VA]) Process(r processor.Record[K, V]) {
 		n.Fail(err)
 		return
 	}
-	if !n.cached {
-		c := change[VA]{New: agg, HasNew: true}
-		if ok && *n.sendOld {
-			c.Old, c.HasOld = old.Value, true
-		}
-		n.fw.Forward(processor.Record[K, change[VA]]{Key: r.Key, Value: c, Timestamp: ts, Headers: r.Headers})
-	}
+	n.changed(r.Key, agg, true, old.Value, ok, ts, r.Headers)
 }
 
 // tableSourceNode materializes a stream of upserts and tombstones into a
 // table (Table sources and KStream.ToTable).
 type tableSourceNode[K, V any] struct {
 	rt.Base
-	fw        fwd[K, V]
-	storeName string
-	store     timestampedStore[K, V]
-	sendOld   *bool
-	cached    bool
+	table[K, V]
 }
 
-func (n *tableSourceNode[K, V]) Init() (err error) {
-	if n.store, err = storeOf[K, V](&n.Base, n.storeName); err != nil {
-		return err
-	}
-	n.cached = forwardOnFlush(n.store, &n.fw, n.sendOld)
-	return nil
-}
+func (n *tableSourceNode[K, V]) Init() error { return n.init(&n.Base) }
 
 func (n *tableSourceNode[K, V]) Process(r processor.Record[K, V]) {
 	old, ok, err := n.store.Get(r.Key)
@@ -324,13 +344,7 @@ func (n *tableSourceNode[K, V]) Process(r processor.Record[K, V]) {
 		n.Fail(err)
 		return
 	}
-	if !n.cached {
-		c := change[V]{New: r.Value, HasNew: !r.NullValue}
-		if ok && *n.sendOld {
-			c.Old, c.HasOld = old.Value, true
-		}
-		n.fw.Forward(processor.Record[K, change[V]]{Key: r.Key, Value: c, Timestamp: r.Timestamp, Headers: r.Headers})
-	}
+	n.changed(r.Key, r.Value, !r.NullValue, old.Value, ok, r.Timestamp, r.Headers)
 }
 
 type tableFilterNode[K, V any] struct {
@@ -427,23 +441,13 @@ func (n *tableSelectNode[K, V, K2, V2]) Process(r processor.Record[K, change[V]]
 // subtractor retracts a row's old value, the adder adds its new one.
 type tableAggregateNode[K, V, VA any] struct {
 	rt.Base
-	fw        fwd[K, VA]
-	storeName string
-	store     timestampedStore[K, VA]
-	sendOld   *bool
-	cached    bool
-	first     func(K, V) VA // the aggregate of a group's first value
-	add       func(K, V, VA) VA
-	sub       func(K, V, VA) VA
+	table[K, VA]
+	first func(K, V) VA // the aggregate of a group's first value
+	add   func(K, V, VA) VA
+	sub   func(K, V, VA) VA
 }
 
-func (n *tableAggregateNode[K, V, VA]) Init() (err error) {
-	if n.store, err = storeOf[K, VA](&n.Base, n.storeName); err != nil {
-		return err
-	}
-	n.cached = forwardOnFlush(n.store, &n.fw, n.sendOld)
-	return nil
-}
+func (n *tableAggregateNode[K, V, VA]) Init() error { return n.init(&n.Base) }
 
 func (n *tableAggregateNode[K, V, VA]) Process(r processor.Record[K, change[V]]) {
 	old, hasOld, err := n.store.Get(r.Key)
@@ -476,11 +480,5 @@ func (n *tableAggregateNode[K, V, VA]) Process(r processor.Record[K, change[V]])
 		n.Fail(err)
 		return
 	}
-	if !n.cached {
-		c := change[VA]{New: agg, HasNew: true}
-		if hasOld && *n.sendOld {
-			c.Old, c.HasOld = old.Value, true
-		}
-		n.fw.Forward(processor.Record[K, change[VA]]{Key: r.Key, Value: c, Timestamp: ts, Headers: r.Headers})
-	}
+	n.changed(r.Key, agg, true, old.Value, hasOld, ts, r.Headers)
 }

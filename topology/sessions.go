@@ -73,12 +73,7 @@ func sessionAggregate[K, V, VA any](s *SessionWindowedStream[K, V], m Materializ
 	init func() VA, agg func(K, V, VA) VA, merger func(K, VA, VA) VA, prefix string) *KTable[serde.Windowed[K], VA] {
 	g := s.g
 	b := g.s.b
-	storeName := m.name
-	if storeName == "" {
-		storeName = b.newStoreName(prefix)
-	}
-	funcName := b.newName(prefix)
-	parent := g.parentFor(storeName)
+	storeName, funcName, parent := g.aggregation(m.name, prefix)
 	ks, vs := pickSerde(m.keySerde, g.keySerde), pickSerde(m.valueSerde, vaSerde)
 	retention := time.Duration(s.w.gap+s.w.grace) * time.Millisecond
 	if m.retention > retention {
@@ -208,36 +203,17 @@ func (n *sessionNode[K, V, VA]) Process(r processor.Record[K, V]) {
 // last emission, by end, and remembers how far it got. It reports whether
 // closed sessions remain unemitted (throttled).
 func (n *sessionNode[K, V, VA]) emitClosed(closeTime int64) (pending bool) {
-	upTo := closeTime - 1
-	from, ok, err := n.emit.from(n.store, upTo)
-	if err != nil {
-		n.Fail(err)
-		return true
-	}
-	if !ok {
-		return false
-	}
-	if n.emit.wait(n.T) {
-		return true
-	}
-	entries, err := n.store.FetchAll(from, upTo)
-	if err != nil {
-		n.Fail(err)
-		return true
-	}
-	// In Kafka Streams' order: by end, then start (its time-ordered
-	// session store's key layout); the store orders by end, then key.
-	slices.SortStableFunc(entries, func(a, b stores.KeyWindowEntry[K, stores.ValueAndTimestamp[VA]]) int {
-		return cmp.Or(cmp.Compare(a.End, b.End), cmp.Compare(a.Start, b.Start))
-	})
-	for _, e := range entries {
-		n.fw.Forward(processor.Record[serde.Windowed[K], change[VA]]{
-			Key:   serde.Windowed[K]{Key: e.Key, Window: serde.Window{Start: e.Start, End: e.End}},
-			Value: change[VA]{New: e.Value.Value, HasNew: true}, Timestamp: e.Value.Timestamp})
-	}
-	if err := n.emit.done(n.store, upTo); err != nil {
-		n.Fail(err)
-		return true
-	}
-	return false
+	return emitClosedEntries(&n.Base, &n.emit, n.store, closeTime-1, nil,
+		func(entries []stores.KeyWindowEntry[K, stores.ValueAndTimestamp[VA]]) {
+			// In Kafka Streams' order: by end, then start (its time-ordered
+			// session store's key layout); the store orders by end, then key.
+			slices.SortStableFunc(entries, func(a, b stores.KeyWindowEntry[K, stores.ValueAndTimestamp[VA]]) int {
+				return cmp.Or(cmp.Compare(a.End, b.End), cmp.Compare(a.Start, b.Start))
+			})
+			for _, e := range entries {
+				n.fw.Forward(processor.Record[serde.Windowed[K], change[VA]]{
+					Key:   serde.Windowed[K]{Key: e.Key, Window: serde.Window{Start: e.Start, End: e.End}},
+					Value: change[VA]{New: e.Value.Value, HasNew: true}, Timestamp: e.Value.Timestamp})
+			}
+		})
 }

@@ -188,6 +188,19 @@ func WindowedReduce[K, V any](s *WindowedStream[K, V], reducer func(agg, v V) V,
 
 // parentFor returns the node a grouped stream's aggregation reads from,
 // inserting a repartition topic when needed.
+// aggregation names an aggregation of g as Kafka Streams does: its store
+// (store, or a name generated with prefix, taken before the processor's),
+// its processor, and the node it reads (a repartition when the stream
+// needs one).
+func (g *KGroupedStream[K, V]) aggregation(store, prefix string) (storeName, funcName string, parent *rt.NodeSpec) {
+	b := g.s.b
+	storeName = store
+	if storeName == "" {
+		storeName = b.newStoreName(prefix)
+	}
+	return storeName, b.newName(prefix), g.parentFor(storeName)
+}
+
 func (g *KGroupedStream[K, V]) parentFor(storeName string) *rt.NodeSpec {
 	if !g.s.repartitionRequired {
 		return g.s.node
@@ -206,12 +219,7 @@ func timeWindowAggregate[K, V, VA any](s *WindowedStream[K, V], m MaterializedOp
 	}
 	g := s.g
 	b := g.s.b
-	storeName := m.name
-	if storeName == "" {
-		storeName = b.newStoreName(prefix)
-	}
-	funcName := b.newName(prefix)
-	parent := g.parentFor(storeName)
+	storeName, funcName, parent := g.aggregation(m.name, prefix)
 	ks, vs := addTimeWindowStore(b, storeName, m, g.keySerde, vaSerde, s.w, s.emitOnClose)
 	info := &tableInfo{}
 	n := addTimeWindowNode(b, funcName, parent, storeName, s.w, s.emitOnClose, s.lateTopic, info, first, next)
@@ -322,20 +330,9 @@ func (n *timeWindowNode[K, V, VA]) forwardOnFlush() bool {
 		if err != nil {
 			return err
 		}
-		c := change[VA]{}
-		if newV != nil {
-			nv, err := vs.Deserialize(topic, newV)
-			if err != nil {
-				return err
-			}
-			c.New, c.HasNew, ts = nv.Value, true, nv.Timestamp
-		}
-		if oldV != nil && *n.sendOld {
-			ov, err := vs.Deserialize(topic, oldV)
-			if err != nil {
-				return err
-			}
-			c.Old, c.HasOld = ov.Value, true
+		c, ts, err := decodeChange(vs, topic, newV, oldV, ts, *n.sendOld)
+		if err != nil {
+			return err
 		}
 		n.fw.Forward(processor.Record[serde.Windowed[K], change[VA]]{
 			Key: serde.Windowed[K]{Key: k, Window: serde.Window{Start: start, End: start + size}}, Value: c, Timestamp: ts})
@@ -408,39 +405,22 @@ func (n *timeWindowNode[K, V, VA]) afterProcess(streamTime, closeTime int64) {
 // reports whether closed windows remain unemitted (throttled).
 func (n *timeWindowNode[K, V, VA]) emitClosed(closeTime int64) (pending bool) {
 	upTo := n.windows.closedUpTo(closeTime)
-	from, ok, err := n.emit.from(n.store, upTo)
-	if err != nil {
-		n.Fail(err)
-		return true
-	}
-	if !ok {
-		return false
-	}
+	var skip func(from int64) bool
 	if n.windows.kind == fixedTimeWindows {
 		// Window starts are multiples of advance: nothing new closed until
 		// upTo reaches the next one.
-		if next := (from + n.windows.advance - 1) / n.windows.advance * n.windows.advance; next > upTo {
-			return false
+		skip = func(from int64) bool {
+			return (from+n.windows.advance-1)/n.windows.advance*n.windows.advance > upTo
 		}
 	}
-	if n.emit.wait(n.T) {
-		return true
-	}
-	entries, err := n.store.FetchAll(from, upTo)
-	if err != nil {
-		n.Fail(err)
-		return true
-	}
-	for _, e := range entries {
-		n.fw.Forward(processor.Record[serde.Windowed[K], change[VA]]{
-			Key:   serde.Windowed[K]{Key: e.Key, Window: serde.Window{Start: e.Start, End: e.Start + n.windows.size}},
-			Value: change[VA]{New: e.Value.Value, HasNew: true}, Timestamp: e.Value.Timestamp})
-	}
-	if err := n.emit.done(n.store, upTo); err != nil {
-		n.Fail(err)
-		return true
-	}
-	return false
+	return emitClosedEntries(&n.Base, &n.emit, n.store, upTo, skip,
+		func(entries []stores.KeyWindowEntry[K, stores.ValueAndTimestamp[VA]]) {
+			for _, e := range entries {
+				n.fw.Forward(processor.Record[serde.Windowed[K], change[VA]]{
+					Key:   serde.Windowed[K]{Key: e.Key, Window: serde.Window{Start: e.Start, End: e.Start + n.windows.size}},
+					Value: change[VA]{New: e.Value.Value, HasNew: true}, Timestamp: e.Value.Timestamp})
+			}
+		})
 }
 
 // late handles a record for a closed window: counted, logged at Debug, and

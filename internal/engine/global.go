@@ -45,10 +45,7 @@ func NewGlobalReader(cfg *Config) *GlobalReader {
 }
 
 func (g *GlobalReader) backend(gs *rt.GlobalStore) storage.Backend {
-	if gs.InMemory {
-		return g.cfg.Memory
-	}
-	return g.cfg.Pebble
+	return storage.Pick(gs.InMemory, g.cfg.Pebble, g.cfg.Memory)
 }
 
 const globalBatch = 10_000

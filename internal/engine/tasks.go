@@ -23,17 +23,11 @@ type task struct {
 }
 
 func (th *Thread) writeSet(store string) *storage.WriteSet {
-	if th.cfg.Program.Stores[store].Builder.Spec().InMemory {
-		return th.wsM
-	}
-	return th.wsP
+	return storage.Pick(th.cfg.Program.Stores[store].Builder.Spec().InMemory, th.wsP, th.wsM)
 }
 
 func (th *Thread) backend(store string) storage.Backend {
-	if th.cfg.Program.Stores[store].Builder.Spec().InMemory {
-		return th.cfg.Memory
-	}
-	return th.cfg.Pebble
+	return storage.Pick(th.cfg.Program.Stores[store].Builder.Spec().InMemory, th.cfg.Pebble, th.cfg.Memory)
 }
 
 func (th *Thread) newRTTask(id processor.TaskID) (*rt.Task, error) {

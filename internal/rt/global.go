@@ -30,11 +30,7 @@ func GlobalRecord(g *GlobalStore, r *RawRecord) (storage.ChangelogRecord, error)
 func GlobalViews(p *Program, pebble, memory storage.Backend) map[string]any {
 	out := map[string]any{}
 	for _, g := range p.GlobalStores {
-		b := pebble
-		if g.InMemory {
-			b = memory
-		}
-		out[g.Name] = g.View(b)
+		out[g.Name] = g.View(storage.Pick(g.InMemory, pebble, memory))
 	}
 	return out
 }

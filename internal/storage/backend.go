@@ -315,3 +315,12 @@ func AppendTimestamped(dst []byte, ts int64, value []byte) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, uint64(ts))
 	return append(dst, value...)
 }
+
+// Pick returns what belongs to the backend a store is kept in: memory's
+// when inMemory (Spec.InMemory), Pebble's otherwise.
+func Pick[T any](inMemory bool, pebble, memory T) T {
+	if inMemory {
+		return memory
+	}
+	return pebble
+}

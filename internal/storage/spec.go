@@ -175,6 +175,9 @@ func NewLayers(spec Spec, env Env) (*Layers, error) {
 // Discard drops what the layers hold for the current commit that was not
 // flushed (an abort).
 func (l *Layers) Discard() {
+	if l == nil {
+		return // a read-only view
+	}
 	if l.cached != nil {
 		l.cached.nc.clear()
 	}
@@ -185,7 +188,7 @@ func (l *Layers) Discard() {
 
 // SetFlushListener implements CacheFlusher.
 func (l *Layers) SetFlushListener(fl FlushListener, sendOld bool) bool {
-	if l.cached == nil {
+	if l == nil || l.cached == nil {
 		return false
 	}
 	l.cached.listener = fl

@@ -236,10 +236,7 @@ func (d *Driver) applyGlobal(g *rt.GlobalStore, r *rt.RawRecord) error {
 		d.globalSkipped++
 		return nil
 	}
-	var b storage.Backend = d.pebble
-	if g.InMemory {
-		b = d.memory
-	}
+	b := storage.Pick[storage.Backend](g.InMemory, d.pebble, d.memory)
 	return storage.ApplyGlobal(b, g.Name, r.Partition, []storage.ChangelogRecord{rec}, r.Offset+1)
 }
 
@@ -282,10 +279,7 @@ func (d *Driver) Commit() error {
 		if log := d.topics[topic]; log != nil {
 			next = int64(len(log.recs))
 		}
-		ws := d.wsP
-		if spec.Builder.Spec().InMemory {
-			ws = d.wsM
-		}
+		ws := storage.Pick(spec.Builder.Spec().InMemory, d.wsP, d.wsM)
 		ws.SetOffset(d.bySub[spec.Subtopology].ID().String(), name, next)
 	}
 	if err := d.wsM.Commit(); err != nil {
