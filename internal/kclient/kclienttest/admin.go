@@ -1,0 +1,84 @@
+package kclienttest
+
+import (
+	"context"
+
+	"github.com/eddy-go/eddy/internal/kclient"
+)
+
+// Admin is a fake kclient.Admin.
+type Admin struct{ c *Cluster }
+
+// NewAdmin returns an admin client of the cluster.
+func (c *Cluster) NewAdmin() *Admin { return &Admin{c} }
+
+// Partitions implements kclient.Admin.
+func (a *Admin) Partitions(ctx context.Context, topics []string) (map[string]int32, error) {
+	a.c.mu.Lock()
+	defer a.c.mu.Unlock()
+	if err := a.c.call("Partitions"); err != nil {
+		return nil, err
+	}
+	out := map[string]int32{}
+	for _, t := range topics {
+		if ps, ok := a.c.topics[t]; ok {
+			out[t] = int32(len(ps))
+		}
+	}
+	return out, nil
+}
+
+// CreateTopics implements kclient.Admin.
+func (a *Admin) CreateTopics(ctx context.Context, specs []kclient.TopicSpec) error {
+	a.c.mu.Lock()
+	defer a.c.mu.Unlock()
+	if err := a.c.call("CreateTopics"); err != nil {
+		return err
+	}
+	for _, s := range specs {
+		a.c.createLocked(s.Name, s.Partitions)
+	}
+	return nil
+}
+
+// Offsets implements kclient.Admin.
+func (a *Admin) Offsets(ctx context.Context, tps []kclient.TP, readCommitted bool) (map[kclient.TP]int64, map[kclient.TP]int64, error) {
+	a.c.mu.Lock()
+	defer a.c.mu.Unlock()
+	if err := a.c.call("Offsets"); err != nil {
+		return nil, nil, err
+	}
+	if err := ctxErr(ctx, "Offsets"); err != nil {
+		return nil, nil, err
+	}
+	start, end := map[kclient.TP]int64{}, map[kclient.TP]int64{}
+	for _, tp := range tps {
+		ps, ok := a.c.topics[tp.Topic]
+		if !ok || int(tp.Partition) >= len(ps) {
+			return nil, nil, errorf("Offsets", "unknown partition %s", tp)
+		}
+		p := ps[tp.Partition]
+		start[tp], end[tp] = p.start, p.end()
+		if readCommitted {
+			end[tp] = p.stable()
+		}
+	}
+	return start, end, nil
+}
+
+// DeleteRecords implements kclient.Admin.
+func (a *Admin) DeleteRecords(ctx context.Context, before map[kclient.TP]int64) error {
+	a.c.mu.Lock()
+	defer a.c.mu.Unlock()
+	if err := a.c.call("DeleteRecords"); err != nil {
+		return err
+	}
+	for tp, off := range before {
+		p := a.c.topics[tp.Topic][tp.Partition]
+		p.start = max(p.start, min(off, p.end()))
+	}
+	return nil
+}
+
+// Close implements kclient.Admin.
+func (a *Admin) Close() {}
