@@ -24,7 +24,16 @@ type producer struct {
 	// succeeded since (WaitDelivered then checks whether they are back).
 	down atomic.Bool
 
-	mu   sync.Mutex    // guards the fields below
+	// sendOffsets is librdkafka's SendOffsetsToTransaction (a test stands
+	// in for it).
+	sendOffsets func(ctx context.Context, offsets []kafka.TopicPartition, group *kafka.ConsumerGroupMetadata) error
+
+	mu sync.Mutex // guards the fields below
+	// stuck, once a call to librdkafka was given up while still running,
+	// yields when it returns: Close waits for it before destroying the
+	// client.
+	stuck <-chan error
+
 	err  error         // the first delivery failure not yet reported
 	last map[TP]int64  // offset of the last record delivered, by partition
 	wake chan struct{} // closed when inflight reaches 0, for WaitDelivered
@@ -50,6 +59,9 @@ func NewProducer(cfg Config) (Producer, error) {
 		return nil, err
 	}
 	pr := &producer{p: p, done: make(chan struct{}), last: map[TP]int64{}}
+	pr.sendOffsets = func(ctx context.Context, offsets []kafka.TopicPartition, group *kafka.ConsumerGroupMetadata) error {
+		return p.SendOffsetsToTransaction(ctx, offsets, group)
+	}
 	go pr.drain()
 	return pr, nil
 }
@@ -236,8 +248,40 @@ func (p *producer) SendOffsets(ctx context.Context, offsets map[TP]int64, meta m
 	if !ok {
 		return &TxnError{Op: "SendOffsetsToTransaction", Err: fmt.Errorf("group metadata is %T", gm)}
 	}
-	return txnErr("SendOffsetsToTransaction", p.p.SendOffsetsToTransaction(ctx, withOffsets(offsets, meta), group))
+	kofs := withOffsets(offsets, meta)
+	res := make(chan error, 1)
+	go func() { res <- p.sendOffsets(ctx, kofs, group) }()
+	limit := stuckGrace
+	if dl, ok := ctx.Deadline(); ok {
+		limit += time.Until(dl)
+	}
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case err := <-res:
+		return txnErr("SendOffsetsToTransaction", err)
+	case <-t.C:
+		p.mu.Lock()
+		p.stuck = res
+		p.mu.Unlock()
+		return &TxnError{Op: "SendOffsetsToTransaction", Fatal: true,
+			Err: fmt.Errorf("%w: no answer %v after the call, past its own timeout (librdkafka #5456/#5511: the group coordinator moved); the producer is replaced", ErrStuck, limit.Round(time.Second))}
+	}
 }
+
+// stuckGrace is how long past its own timeout a call to librdkafka may
+// block before the producer is given up. SendOffsetsToTransaction can block
+// for good after the group coordinator moved (librdkafka issues 5456 and
+// 5511: its coordinator request ignores its timeout, and waits for a state
+// change of a broker that was decommissioned); seen here after one broker
+// of three was killed: a thread stuck in it for minutes, its partitions
+// idle.
+var stuckGrace = 15 * time.Second
+
+// ErrStuck is the cause of the fatal error of a producer whose call to
+// librdkafka did not return long after its timeout: the thread replaces its
+// clients (the new producer fences the old one's transaction).
+var ErrStuck = errors.New("kafka: a call to the client never returned")
 
 func (p *producer) CommitTransaction(ctx context.Context) error {
 	return txnErr("CommitTransaction", p.p.CommitTransaction(ctx))
@@ -247,7 +291,21 @@ func (p *producer) AbortTransaction(ctx context.Context) error {
 	return txnErr("AbortTransaction", p.p.AbortTransaction(ctx))
 }
 
+// Close destroys the client; while a call given up as stuck still runs
+// inside it, that happens when the call returns (destroying it under the
+// call would free what the call uses).
 func (p *producer) Close() {
+	p.mu.Lock()
+	stuck := p.stuck
+	p.mu.Unlock()
+	if stuck != nil {
+		go func() {
+			<-stuck
+			p.p.Close()
+			<-p.done
+		}()
+		return
+	}
 	p.p.Close()
 	<-p.done
 }

@@ -1,0 +1,72 @@
+package kclient
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// A SendOffsetsToTransaction that never returns (librdkafka 5456/5511,
+// after the group coordinator moved) is given up after its timeout and a
+// grace: a fatal error naming ErrStuck, so the thread replaces its clients,
+// and the client is destroyed only once the call returns.
+func TestStuckSendOffsetsIsFatalAndCloseWaitsForIt(t *testing.T) {
+	defer func(g time.Duration) { stuckGrace = g }(stuckGrace)
+	stuckGrace = 20 * time.Millisecond
+	pr, err := NewProducer(Config{"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pr.(*producer)
+	release, entered := make(chan struct{}), make(chan struct{})
+	p.sendOffsets = func(ctx context.Context, _ []kafka.TopicPartition, _ *kafka.ConsumerGroupMetadata) error {
+		close(entered)
+		<-release // blocks past any deadline, as the bug does
+		return errors.New("returned at last")
+	}
+	gm, err := kafka.NewTestConsumerGroupMetadata("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	err = p.SendOffsets(ctx, map[TP]int64{{Topic: "t", Partition: 0}: 5}, nil, gm)
+	<-entered
+	var te *TxnError
+	if !errors.As(err, &te) || !te.Fatal || !errors.Is(err, ErrStuck) {
+		t.Fatalf("SendOffsets = %v, want a fatal TxnError wrapping ErrStuck", err)
+	}
+	p.Close() // must not destroy the client under the running call
+	select {
+	case <-p.done:
+		t.Fatal("the client was destroyed while the stuck call still ran")
+	default:
+	}
+	close(release)
+	<-p.done // destroyed once the call returned
+}
+
+// A call that answers in time is classified as usual.
+func TestSendOffsetsAnswerPassesThrough(t *testing.T) {
+	pr, err := NewProducer(Config{"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pr.(*producer)
+	defer p.Close()
+	p.sendOffsets = func(context.Context, []kafka.TopicPartition, *kafka.ConsumerGroupMetadata) error {
+		return kafka.NewError(kafka.ErrTimedOut, "timed out", false)
+	}
+	gm, err := kafka.NewTestConsumerGroupMetadata("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.SendOffsets(context.Background(), map[TP]int64{{Topic: "t", Partition: 0}: 5}, nil, gm)
+	var te *TxnError
+	if !errors.As(err, &te) || te.Fatal || !te.Retriable || errors.Is(err, ErrStuck) {
+		t.Fatalf("SendOffsets = %#v, want a retriable TxnError", err)
+	}
+}
