@@ -32,7 +32,8 @@ func startScriptCluster(t *testing.T, nodes int) *scriptCluster {
 		t.Fatal(err)
 	}
 	c.env = append(os.Environ(), "EDDY_SERVICES_DIR="+dir, "EDDY_KAFKA_PORT="+strconv.Itoa(c.port),
-		"EDDY_KAFKA_NODES="+strconv.Itoa(nodes))
+		"EDDY_KAFKA_NODES="+strconv.Itoa(nodes),
+		"EDDY_KAFKA_SECURE=0") // no SASL_SSL listener: freePortRange reserved two ports a node
 	if nodes == 1 {
 		// The single broker's controller runs on its own, as in production:
 		// a combined node restarted after SIGKILL drops the transaction

@@ -32,6 +32,20 @@
 # once into $EDDY_CACHE/bin, run with in-memory storage and BACKWARD default
 # compatibility.
 #
+# Security (EDDY_KAFKA_SECURE=1, the default): every node also has a SASL_SSL
+# listener (SCRAM-SHA-512 and PLAIN) on port base+2N+(n-1) (19094 for the
+# single default node), with a certificate for 127.0.0.1 signed by a
+# throwaway CA generated at start (openssl; nothing secret is committed), and
+# the KRaft StandardAuthorizer with allow.everyone.if.no.acl.found=false.
+# Principals on SASL_SSL get only what ACLs grant them; the super users are
+# User:admin (a SCRAM user whose password is generated at start) and
+# User:ANONYMOUS, the principal of the PLAINTEXT listener, which stays open
+# for the rest of the suite. A second schema registry serves HTTPS with basic
+# auth on the port after the plain one (user eddy, password generated at
+# start). The CA certificate and the passwords are files in
+# $EDDY_SERVICES_DIR/secure (mode 0600) that `env` names; they are never
+# printed.
+#
 # Settings (environment):
 #   EDDY_KAFKA_VERSION   Apache Kafka release     (default: scripts/kafka/pom.xml's, 4.4.0)
 #   EDDY_KAFKA_NODES     cluster size             (default 1)
@@ -42,6 +56,7 @@
 #   EDDY_SERVICES_DIR    pids, logs and data      (default ${TMPDIR:-/tmp}/eddy-services-$UID)
 #   EDDY_CACHE           jars and binaries        (default ${XDG_CACHE_HOME:-$HOME/.cache}/eddy)
 #   EDDY_KAFKA_HEAP      heap of each broker JVM  (default 1g; 512m per node in a cluster)
+#   EDDY_KAFKA_SECURE    1: also SASL_SSL, ACLs and the secured registry; 0: plaintext only (default 1)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -54,6 +69,8 @@ pom_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$root/s
 kafka_version=${EDDY_KAFKA_VERSION:-$pom_version}
 registry_version=$(sed -n 's:^\s*github.com/axonops/axonops-schema-registry \(v[^ ]*\).*:\1:p' "$root/tools/go.mod")
 libs=$cache/kafka-$kafka_version/libs
+secure_dir=$services/secure
+secure_registry_port=$((registry_port + 1))
 registry_bin=$cache/bin/schema-registry-$registry_version
 
 log() { printf 'kafka.sh: %s\n' "$*" >&2; }
@@ -74,6 +91,12 @@ dedicated() {
 controller_id=100
 broker_port() { echo $((base_port + 2 * ($1 - 1))); }
 controller_port() { echo $((base_port + 2 * ($1 - 1) + 1)); }
+# Whether the SASL_SSL listener and the authorizer are on: what was started
+# (recorded), else the setting.
+secure() {
+	if [[ -f $services/kafka.nodes ]]; then [[ -f $services/kafka.secure ]]; else [[ ${EDDY_KAFKA_SECURE:-1} == 1 ]]; fi
+}
+sasl_port() { echo $((base_port + 2 * $(nodes) + $1 - 1)); }
 pidfile() { echo "$services/kafka-$1.pid"; }
 datadir() { echo "$services/kafka-data/node-$1"; }
 
@@ -81,6 +104,41 @@ bootstrap() {
 	local n out=
 	for n in $(seq 1 "$(nodes)"); do out+=${out:+,}127.0.0.1:$(broker_port "$n"); done
 	echo "$out"
+}
+
+sasl_bootstrap() {
+	local n out=
+	for n in $(seq 1 "$(nodes)"); do out+=${out:+,}127.0.0.1:$(sasl_port "$n"); done
+	echo "$out"
+}
+
+# password prints a fresh random password.
+password() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+
+# make_secrets generates, in $secure_dir, a throwaway CA, a certificate for
+# 127.0.0.1 and localhost signed by it (the broker's and the secured
+# registry's), and the admin and registry passwords.
+make_secrets() {
+	rm -rf "$secure_dir"
+	mkdir -p "$secure_dir"
+	chmod 700 "$secure_dir"
+	(
+		cd "$secure_dir"
+		umask 077
+		openssl req -x509 -newkey rsa:2048 -nodes -days 7 -subj "/CN=eddy test CA" \
+			-keyout ca.key -out ca.pem 2>/dev/null
+		openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout server.key -out server.csr 2>/dev/null
+		printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >server.ext
+		openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 7 \
+			-extfile server.ext -out server.pem 2>/dev/null
+		# Kafka's PEM keystore: the PKCS#8 key, then the certificate chain.
+		openssl pkcs8 -topk8 -nocrypt -in server.key -out server.pk8
+		cat server.pk8 server.pem ca.pem >broker-keystore.pem
+		rm -f server.csr server.ext ca.srl ca.key
+		password >admin.password
+		password >registry.password
+		echo eddy >registry.user
+	) || { log "generating the test CA and certificates with openssl failed"; exit 1; }
 }
 
 kafka_classpath() { echo "$libs/*"; }
@@ -151,6 +209,12 @@ write_config() {
 		for i in $(seq 1 "$count"); do voters+=${voters:+,}$i@127.0.0.1:$(controller_port "$i"); done
 	fi
 	if [[ $count -gt 1 ]]; then rf=3 isr=2; fi
+	local protocols=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+	if secure && [[ $n != c ]]; then
+		listeners+=",SASL_SSL://127.0.0.1:$(sasl_port "$n")"
+		advertised+=",SASL_SSL://127.0.0.1:$(sasl_port "$n")"
+		protocols+=",SASL_SSL:SASL_SSL"
+	fi
 	mkdir -p "$data"
 	cat >"$data/server.properties" <<EOF
 process.roles=$roles
@@ -160,7 +224,7 @@ listeners=$listeners
 $advertised
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=$protocols
 log.dirs=$data/logs
 num.partitions=1
 default.replication.factor=$rf
@@ -177,6 +241,23 @@ auto.create.topics.enable=false
 delete.topic.enable=true
 log.cleaner.backoff.ms=1000
 EOF
+	if secure; then
+		cat >>"$data/server.properties" <<EOF
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+super.users=User:admin;User:ANONYMOUS
+EOF
+	fi
+	if secure && [[ $n != c ]]; then
+		cat >>"$data/server.properties" <<EOF
+sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="$(cat "$secure_dir/admin.password")";
+ssl.keystore.type=PEM
+ssl.keystore.location=$secure_dir/broker-keystore.pem
+ssl.client.auth=none
+EOF
+	fi
 }
 
 # launch starts node n's JVM on its (formatted) data directory.
@@ -232,17 +313,23 @@ start_kafka() {
 		log "Kafka already running ($(bootstrap))"
 		return
 	fi
-	local n count=${EDDY_KAFKA_NODES:-1}
-	for n in $(seq 1 "$count"); do
-		for p in $((base_port + 2 * (n - 1))) $((base_port + 2 * (n - 1) + 1)); do
-			if port_open "$p"; then
-				log "port $p is in use by another process; set EDDY_KAFKA_PORT"
-				exit 1
-			fi
-		done
+	local n p count=${EDDY_KAFKA_NODES:-1} ports
+	ports=$((2 * count))
+	if [[ ${EDDY_KAFKA_SECURE:-1} == 1 ]]; then ports=$((3 * count)); fi
+	for p in $(seq "$base_port" $((base_port + ports - 1))); do
+		if port_open "$p"; then
+			log "port $p is in use by another process; set EDDY_KAFKA_PORT"
+			exit 1
+		fi
 	done
 	fetch_kafka
-	rm -rf "$services/kafka-data" "$services/kafka.controller"
+	rm -rf "$services/kafka-data" "$services/kafka.controller" "$services/kafka.secure"
+	local scram=()
+	if [[ ${EDDY_KAFKA_SECURE:-1} == 1 ]]; then
+		touch "$services/kafka.secure"
+		[[ -f $secure_dir/admin.password ]] || make_secrets
+		scram=(--add-scram "SCRAM-SHA-512=[name=admin,password=$(cat "$secure_dir/admin.password")]")
+	fi
 	local members
 	members=$(seq 1 "$count")
 	if [[ ${EDDY_KAFKA_CONTROLLER:-combined} == dedicated ]]; then
@@ -256,7 +343,7 @@ start_kafka() {
 		write_config "$n"
 		# shellcheck disable=SC2046
 		java $(java_opts "$n") -cp "$(kafka_classpath)" kafka.tools.StorageTool format \
-			-t "$cluster_id" -c "$(datadir "$n")/server.properties" >"$services/kafka-format-$n.log" 2>&1 ||
+			-t "$cluster_id" -c "$(datadir "$n")/server.properties" "${scram[@]}" >"$services/kafka-format-$n.log" 2>&1 ||
 			{ cat "$services/kafka-format-$n.log" >&2; exit 1; }
 	done
 	for n in $members; do launch "$n"; done
@@ -326,6 +413,61 @@ start_registry() {
 	exit 1
 }
 
+# start_secure_registry starts the second registry: HTTPS with the test
+# certificate, basic auth (user eddy, generated password) required.
+start_secure_registry() {
+	[[ -f $services/kafka.secure || ${EDDY_KAFKA_SECURE:-1} == 1 ]] || return 0
+	if alive "$services/registry-tls.pid"; then return; fi
+	if port_open "$secure_registry_port"; then
+		log "port $secure_registry_port is in use by another process; set EDDY_REGISTRY_PORT"
+		exit 1
+	fi
+	[[ -f $secure_dir/registry.password ]] || make_secrets
+	cat >"$secure_dir/registry.yaml" <<EOF
+server:
+  host: 127.0.0.1
+  port: $secure_registry_port
+storage:
+  type: memory
+compatibility:
+  default_level: BACKWARD
+security:
+  tls:
+    enabled: true
+    cert_file: $secure_dir/server.pem
+    key_file: $secure_dir/server.key
+    min_version: TLS1.2
+    client_auth: none
+  auth:
+    enabled: true
+    methods: [basic]
+    bootstrap:
+      enabled: true
+    rbac:
+      enabled: true
+      default_role: readonly
+      super_admins: [eddy]
+EOF
+	chmod 600 "$secure_dir/registry.yaml"
+	SCHEMA_REGISTRY_BOOTSTRAP_USERNAME=$(cat "$secure_dir/registry.user") \
+		SCHEMA_REGISTRY_BOOTSTRAP_PASSWORD=$(cat "$secure_dir/registry.password") \
+		nohup "$registry_bin" -config "$secure_dir/registry.yaml" >"$services/registry-tls.log" 2>&1 &
+	echo $! >"$services/registry-tls.pid"
+	log "schema registry (HTTPS, basic auth) starting (pid $!, port $secure_registry_port, log $services/registry-tls.log)"
+	local i
+	for i in $(seq 1 60); do
+		if curl -sS -o /dev/null --max-time 2 --cacert "$secure_dir/ca.pem" "https://127.0.0.1:$secure_registry_port/" 2>/dev/null; then return; fi
+		if ! alive "$services/registry-tls.pid"; then
+			log "secured schema registry exited:"
+			tail -n 20 "$services/registry-tls.log" >&2
+			exit 1
+		fi
+		sleep 0.5
+	done
+	log "secured schema registry did not answer within 30s"
+	exit 1
+}
+
 stop_one() {
 	local name=$1 pidfile=$2
 	if ! alive "$pidfile"; then
@@ -351,6 +493,11 @@ stop_one() {
 print_env() {
 	echo "export EDDY_KAFKA_BOOTSTRAP=$(bootstrap)"
 	echo "export EDDY_SCHEMA_REGISTRY_URL=http://127.0.0.1:$registry_port"
+	if secure; then
+		echo "export EDDY_KAFKA_SASL_BOOTSTRAP=$(sasl_bootstrap)"
+		echo "export EDDY_SCHEMA_REGISTRY_TLS_URL=https://127.0.0.1:$secure_registry_port"
+		echo "export EDDY_SECRETS_DIR=$secure_dir"
+	fi
 }
 
 case ${1:-} in
@@ -358,12 +505,15 @@ start)
 	mkdir -p "$services"
 	what=${2:-all}
 	if [[ $what == all || $what == kafka ]]; then start_kafka; fi
-	if [[ $what == all || $what == registry ]]; then start_registry; fi
+	if [[ $what == all || $what == registry ]]; then start_registry && start_secure_registry; fi
 	if [[ $what == all || $what == kafka ]]; then echo "Kafka bootstrap servers: $(bootstrap)"; fi
 	if [[ $what == all || $what == registry ]]; then echo "Schema registry URL:     http://127.0.0.1:$registry_port"; fi
+	if secure && [[ $what == all || $what == kafka ]]; then echo "SASL_SSL bootstrap:      $(sasl_bootstrap) (CA and passwords in $secure_dir)"; fi
+	if [[ -f $services/registry-tls.pid ]] && [[ $what == all || $what == registry ]]; then echo "Secured registry URL:    https://127.0.0.1:$secure_registry_port"; fi
 	;;
 stop)
 	stop_one registry "$services/registry.pid"
+	stop_one "secured registry" "$services/registry-tls.pid"
 	if [[ -f $services/kafka.nodes ]]; then
 		# Signal every node first: a controller quorum left without a
 		# majority would hold the last nodes' shutdown.
@@ -374,7 +524,7 @@ stop)
 		# A dedicated controller last: the brokers' shutdown needs it.
 		stop_one "kafka controller" "$(pidfile c)"
 	fi
-	rm -rf "$services/kafka-data" "$services/kafka.nodes" "$services/kafka.controller"
+	rm -rf "$services/kafka-data" "$services/kafka.nodes" "$services/kafka.controller" "$services/kafka.secure" "$secure_dir"
 	;;
 status)
 	ok=0

@@ -20,6 +20,12 @@ type Serde[T any] interface {
 	Deserialize(topic string, data []byte) (T, error)
 }
 
+// ErrSetup is wrapped by errors that are not the record's fault but the
+// serde's: a schema registry refusing the credentials, for one. The runtime
+// stops the app with such an error instead of giving the record to an
+// error handler, which would skip or dead-letter every record alike.
+var ErrSetup = errors.New("serde: the serde cannot work")
+
 // ErrSize reports data of the wrong length for a fixed-size encoding.
 var ErrSize = errors.New("serde: wrong data length")
 

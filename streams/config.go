@@ -3,6 +3,7 @@ package streams
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -126,12 +127,19 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// ApplicationServer is the "host:port" where this instance's Handler is
 	// reachable by the other instances (or its base URL,
-	// "http://host:port/prefix", when the Handler is mounted under a
-	// prefix), for interactive queries across instances (MetadataForKey,
+	// "http://host:port/prefix" or "https://host:port/prefix", when the
+	// Handler is mounted under a prefix or served over TLS), for
+	// interactive queries across instances (MetadataForKey,
 	// GET /stores/...). The instances advertise their servers and tasks in
 	// the compacted topic "<ApplicationID>-eddy-instances". Empty: queries
 	// answer from this instance only.
 	ApplicationServer string
+	// QueryClient sends the store queries this instance forwards to the
+	// instance owning a key. Set it when the instances serve https with a
+	// private CA, need client certificates (mTLS), or check a token (a
+	// Transport that adds the header). Default: a client with a 10 s
+	// timeout and Go's default transport.
+	QueryClient *http.Client
 }
 
 var validID = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
@@ -200,6 +208,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxBufferedRecords < 1 {
 		bad("MaxBufferedRecords must be at least 1, got %d", c.MaxBufferedRecords)
+	}
+	if s := c.ApplicationServer; strings.Contains(s, "://") && !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
+		bad("ApplicationServer %q: the scheme must be http or https", s)
 	}
 	if c.InstanceID != "" && !validID.MatchString(c.InstanceID) {
 		bad("InstanceID %q may hold only letters, digits, '.', '_' and '-'", c.InstanceID)

@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"github.com/eddy-go/eddy/internal/kclient"
 	"github.com/eddy-go/eddy/internal/rt"
 	"github.com/eddy-go/eddy/processor"
 )
@@ -76,3 +77,15 @@ func (c *Config) handlers() rt.Handlers {
 		},
 	}
 }
+
+// ErrAuthentication is wrapped by the error Run returns when a client could
+// not log in to the cluster: SASL credentials or mechanism refused, or a
+// TLS handshake that failed (an untrusted broker certificate). It is not
+// retried.
+var ErrAuthentication = kclient.ErrAuthentication
+
+// ErrAuthorization is wrapped by the error Run returns when the cluster's
+// ACLs deny an operation the app needs; the error names the operation and
+// the resource ("WRITE on topic \"totals\""). It is not retried. The
+// README's Security section lists the ACLs an app needs.
+var ErrAuthorization = kclient.ErrAuthorization

@@ -2,10 +2,13 @@ package streams_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +60,65 @@ func ExampleApp_Handler() {
 			fmt.Println(n, found, err, md.Local)
 		}
 	}()
+	if err := app.Run(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// bearer adds a token to every request a client sends.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// Instances that serve interactive queries over https, behind the service's
+// own auth middleware: each instance advertises its https URL, checks the
+// token on every request, and forwards queries for keys another instance
+// owns with a client that trusts the instances' CA and sends the token.
+func ExampleConfig_queryClient() {
+	const token = "s3cr3t" // in a real service: from its secret store
+	caPEM, err := os.ReadFile("/etc/eddy/ca.pem")
+	if err != nil {
+		log.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+
+	str := serde.String()
+	b := topology.NewBuilder()
+	topology.Count(topology.Stream(b, "clicks", topology.Consumed(str, str)).GroupByKey(),
+		topology.Materialized[string, int64]("clicks-per-user"))
+	top, err := b.Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	app, err := streams.New(top, streams.Config{
+		ApplicationID:     "click-counter",
+		BootstrapServers:  "127.0.0.1:9092",
+		ApplicationServer: "https://node-1.internal:8443",
+		QueryClient:       &http.Client{Timeout: 10 * time.Second, Transport: bearer{token, tr}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	auth := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer "+token {
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	go http.ListenAndServeTLS(":8443", "/etc/eddy/node-1.pem", "/etc/eddy/node-1.key", auth(app.Handler()))
 	if err := app.Run(context.Background()); err != nil {
 		log.Fatal(err)
 	}

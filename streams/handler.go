@@ -316,7 +316,11 @@ func (a *App) forward(w http.ResponseWriter, r *http.Request, md KeyMetadata) {
 	if err == nil {
 		req.Header.Set(forwardedHeader, a.procID)
 		var resp *http.Response
-		if resp, err = forwardClient.Do(req); err == nil {
+		client := a.cfg.QueryClient
+		if client == nil {
+			client = forwardClient
+		}
+		if resp, err = client.Do(req); err == nil {
 			defer resp.Body.Close()
 			for _, h := range []string{"Content-Type", "Retry-After"} {
 				if v := resp.Header.Get(h); v != "" {

@@ -92,8 +92,7 @@ func (th *Thread) commit() error {
 	if m := th.cfg.Metrics; m != nil {
 		m.CommitDuration.Observe(time.Since(start).Seconds())
 	}
-	th.maybePurge()
-	return nil
+	return th.maybePurge()
 }
 
 // storeChangelogEnds records, with the stores' writes, where each written
@@ -152,12 +151,12 @@ func (th *Thread) commitOffsets() (map[kclient.TP]int64, error) {
 }
 
 // maybePurge deletes repartition records below the committed offsets,
-// every 30 seconds.
-func (th *Thread) maybePurge() {
+// every 30 seconds. A failure is logged and tried again next time, unless
+// the ACLs deny it: that stops the app (the topics would grow for ever).
+func (th *Thread) maybePurge() error {
 	if time.Since(th.lastPurge) < 30*time.Second {
-		return
+		return nil
 	}
-	th.lastPurge = time.Now()
 	before := map[kclient.TP]int64{}
 	for tp := range th.parts {
 		if off, ok := th.committed[tp]; ok && off > 0 && th.isRepartition(tp.Topic) {
@@ -165,17 +164,22 @@ func (th *Thread) maybePurge() {
 		}
 	}
 	if len(before) == 0 {
-		return
+		return nil
 	}
+	th.lastPurge = time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	adm, err := th.admin()
 	if err == nil {
 		err = adm.DeleteRecords(ctx, before)
 	}
+	if kclient.IsSecurity(err) {
+		return fmt.Errorf("purging repartition topics: %w", err)
+	}
 	if err != nil {
 		th.log.Warn("purging repartition topics", zap.Error(err))
 	}
+	return nil
 }
 
 func (th *Thread) isRepartition(topic string) bool {

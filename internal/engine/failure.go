@@ -30,6 +30,11 @@ import (
 //     brokers were away): the records since the last commit are processed
 //     again. So does a failed at-least-once offset commit: the records are
 //     acknowledged, but the stores' writes are not applied.
+//   - A security failure (kclient.IsSecurity: a refused login or TLS
+//     handshake, an operation the ACLs deny) stops the app: Run returns the
+//     error, which names the cause (for a denial, the operation and the
+//     resource). Nothing but a configuration change cures it, so it is
+//     neither retried nor cured by new clients.
 //   - A producer fenced again and again (another instance with the same
 //     process id) stops the app after ten fresh starts in five minutes.
 //   - Anything else stops the app: Run returns it.
@@ -40,6 +45,9 @@ var errRejoin = errors.New("engine: rejoining the group with new clients")
 
 // isFatalClient reports whether err makes the thread's clients unusable.
 func isFatalClient(err error) bool {
+	if kclient.IsSecurity(err) {
+		return false
+	}
 	var te *kclient.TxnError
 	return errors.Is(err, kclient.ErrFatal) || (errors.As(err, &te) && te.Fatal)
 }
@@ -58,6 +66,8 @@ func rejoinIfFatal(err error) error {
 func (th *Thread) commitFailed(err error) error {
 	var oce *offsetCommitError
 	switch {
+	case kclient.IsSecurity(err):
+		return err
 	case isFatalClient(err):
 		return fmt.Errorf("%w: %w", errRejoin, err)
 	case th.cfg.ExactlyOnce:

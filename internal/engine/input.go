@@ -64,6 +64,8 @@ func (th *Thread) poll() error {
 		timeout = 0
 		if err != nil {
 			switch {
+			case kclient.IsSecurity(err):
+				return err
 			case errors.Is(err, kclient.ErrFatal):
 				return fmt.Errorf("%w: %w", errRejoin, err)
 			case kclient.IsTransient(err):

@@ -2,7 +2,9 @@ package kclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -44,7 +46,13 @@ func ktps(tps []TP) []kafka.TopicPartition {
 }
 
 type consumer struct {
-	c *kafka.Consumer
+	c     *kafka.Consumer
+	group string // group.id
+	// subscribed: a group member (Subscribe was called); else an
+	// assign-only reader, which never commits: librdkafka still looks up
+	// the coordinator of its (required) group.id, and a refusal of that
+	// is no concern of it.
+	subscribed bool
 }
 
 // NewConsumer returns a librdkafka consumer.
@@ -53,10 +61,58 @@ func NewConsumer(cfg Config) (Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &consumer{c: c}, nil
+	group, _ := cfg["group.id"].(string)
+	return &consumer{c: c, group: group}, nil
+}
+
+// denied names, as Kafka's ACLs do, what a consumer error refused about
+// topic ("" when the error names none).
+func (c *consumer) denied(err error, topic string) error {
+	var kerr kafka.Error
+	if !errors.As(err, &kerr) {
+		return nil
+	}
+	what := "READ on a topic it reads"
+	switch {
+	case kerr.Code() == kafka.ErrGroupAuthorizationFailed:
+		what = fmt.Sprintf("READ on group %q", c.group)
+	case topic != "":
+		what = fmt.Sprintf("READ on topic %q", topic)
+	case kerr.Code() == kafka.ErrTopicAuthorizationFailed:
+		// A failed fetch names no topic: ask which of the assigned ones
+		// may not be read.
+		if ts := c.unreadable(); len(ts) > 0 {
+			what = "READ on topic " + strings.Join(ts, " and on topic ")
+		}
+	}
+	return security(err, what)
+}
+
+// unreadable returns, quoted, the assigned topics this principal may not
+// read, as the brokers' authorized operations tell.
+func (c *consumer) unreadable() []string {
+	parts, err := c.c.Assignment()
+	if err != nil || len(parts) == 0 {
+		return nil
+	}
+	seen := map[string]bool{}
+	var topics []string
+	for _, p := range parts {
+		if p.Topic != nil && !seen[*p.Topic] {
+			seen[*p.Topic] = true
+			topics = append(topics, *p.Topic)
+		}
+	}
+	a, err := kafka.NewAdminClientFromConsumer(c.c)
+	if err != nil {
+		return nil
+	}
+	defer a.Close()
+	return deniedTopics(a, topics, kafka.ACLOperationRead)
 }
 
 func (c *consumer) Subscribe(topics []string, onRebalance func(Rebalance) error) error {
+	c.subscribed = true
 	return c.c.SubscribeTopics(topics, func(kc *kafka.Consumer, ev kafka.Event) error {
 		switch e := ev.(type) {
 		case kafka.AssignedPartitions:
@@ -88,6 +144,9 @@ func (c *consumer) Poll(timeout time.Duration) (*rt.RawRecord, error) {
 	switch e := ev.(type) {
 	case *kafka.Message:
 		if e.TopicPartition.Error != nil {
+			if s := c.denied(e.TopicPartition.Error, fromKTP(e.TopicPartition).Topic); s != nil {
+				return nil, s
+			}
 			return nil, e.TopicPartition.Error
 		}
 		r := &rt.RawRecord{
@@ -105,6 +164,12 @@ func (c *consumer) Poll(timeout time.Duration) (*rt.RawRecord, error) {
 		}
 		return r, nil
 	case kafka.Error:
+		if e.Code() == kafka.ErrGroupAuthorizationFailed && !c.subscribed {
+			return nil, nil
+		}
+		if s := c.denied(e, ""); s != nil {
+			return nil, s
+		}
 		if e.IsFatal() {
 			return nil, fmt.Errorf("%w: %v", ErrFatal, e)
 		}
@@ -146,12 +211,18 @@ func (c *consumer) Committed(ctx context.Context, tps []TP) (map[TP]int64, map[T
 	}
 	res, err := c.c.Committed(ktps(tps), int(timeout.Milliseconds()))
 	if err != nil {
+		if s := c.denied(err, ""); s != nil {
+			return nil, nil, s
+		}
 		return nil, nil, classify(err)
 	}
 	out := make(map[TP]int64, len(res))
 	meta := map[TP]string{}
 	for _, k := range res {
 		if k.Error != nil {
+			if s := c.denied(k.Error, fromKTP(k).Topic); s != nil {
+				return nil, nil, s
+			}
 			return nil, nil, classify(k.Error)
 		}
 		off := int64(k.Offset)
@@ -206,10 +277,16 @@ func (c *consumer) Commit(offsets map[TP]int64, meta map[TP]string) error {
 	}
 	res, err := c.c.CommitOffsets(withOffsets(offsets, meta))
 	if err != nil {
+		if s := c.denied(err, ""); s != nil {
+			return s
+		}
 		return err
 	}
 	for _, k := range res {
 		if k.Error != nil {
+			if s := c.denied(k.Error, fromKTP(k).Topic); s != nil {
+				return s
+			}
 			return k.Error
 		}
 	}

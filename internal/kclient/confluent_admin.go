@@ -4,49 +4,81 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
 
 type admin struct {
+	p *kafka.Producer // the handle the admin client runs on: its events tell of failed logins
 	a *kafka.AdminClient
+	w *watch
 }
 
-// NewAdmin returns a librdkafka admin client.
+// NewAdmin returns a librdkafka admin client. It runs on a producer handle
+// of its own, whose error events are read so that a refused login ends
+// the calls waiting on it at once (with ErrAuthentication) instead of at
+// their timeouts.
 func NewAdmin(cfg Config) (Admin, error) {
-	a, err := kafka.NewAdminClient(cfg.cm())
+	cfg = maps.Clone(cfg)
+	cfg["go.delivery.reports"] = false
+	cfg["go.produce.channel.size"] = 1
+	cfg["go.events.channel.size"] = 1000
+	p, err := kafka.NewProducer(cfg.cm())
 	if err != nil {
 		return nil, err
 	}
-	return &admin{a: a}, nil
+	a, err := kafka.NewAdminClientFromProducer(p)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	ad := &admin{p: p, a: a, w: newWatch()}
+	go func() {
+		for ev := range p.Events() {
+			if e, ok := ev.(kafka.Error); ok {
+				ad.w.see(e)
+			}
+		}
+	}()
+	return ad, nil
 }
 
-func (a *admin) Partitions(ctx context.Context, topics []string) (map[string]int32, error) {
-	md, err := a.a.GetMetadata(nil, true, deadlineMs(ctx))
+func (a *admin) Partitions(ctx context.Context, topics []string) (_ map[string]int32, err error) {
+	out := map[string]int32{}
+	if len(topics) == 0 {
+		return out, nil
+	}
+	ctx, end := a.w.bind(ctx)
+	defer func() { err = end(err) }()
+	res, err := a.a.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames(topics))
 	if err != nil {
 		return nil, classify(err)
 	}
-	out := map[string]int32{}
-	for _, t := range topics {
-		if tm, ok := md.Topics[t]; ok && tm.Error.Code() == kafka.ErrNoError && len(tm.Partitions) > 0 {
-			out[t] = int32(len(tm.Partitions))
+	for _, d := range res.TopicDescriptions {
+		switch d.Error.Code() {
+		case kafka.ErrNoError:
+			if len(d.Partitions) > 0 {
+				out[d.Name] = int32(len(d.Partitions))
+			}
+		case kafka.ErrUnknownTopicOrPart:
+		default:
+			if s := authorization(d.Error, fmt.Sprintf("DESCRIBE on topic %q", d.Name)); s != nil {
+				return nil, s
+			}
+			return nil, fmt.Errorf("describing topic %s: %w", d.Name, classify(d.Error))
 		}
 	}
 	return out, nil
 }
 
-func deadlineMs(ctx context.Context) int {
-	if dl, ok := ctx.Deadline(); ok {
-		return int(max(time.Until(dl).Milliseconds(), 1))
-	}
-	return 30_000
-}
-
-func (a *admin) CreateTopics(ctx context.Context, specs []TopicSpec) error {
+func (a *admin) CreateTopics(ctx context.Context, specs []TopicSpec) (err error) {
 	if len(specs) == 0 {
 		return nil
 	}
+	ctx, end := a.w.bind(ctx)
+	defer func() { err = end(err) }()
 	ks := make([]kafka.TopicSpecification, len(specs))
 	for i, s := range specs {
 		ks[i] = kafka.TopicSpecification{Topic: s.Name, NumPartitions: int(s.Partitions), ReplicationFactor: int(s.ReplicationFactor), Config: s.Config}
@@ -58,16 +90,21 @@ func (a *admin) CreateTopics(ctx context.Context, specs []TopicSpec) error {
 	var errs []error
 	for _, r := range res {
 		if c := r.Error.Code(); c != kafka.ErrNoError && c != kafka.ErrTopicAlreadyExists {
+			if s := authorization(r.Error, fmt.Sprintf("CREATE on topic %q", r.Topic)); s != nil {
+				return s
+			}
 			errs = append(errs, fmt.Errorf("creating topic %s: %v", r.Topic, r.Error))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (a *admin) Offsets(ctx context.Context, tps []TP, readCommitted bool) (map[TP]int64, map[TP]int64, error) {
+func (a *admin) Offsets(ctx context.Context, tps []TP, readCommitted bool) (_, _ map[TP]int64, err error) {
 	if len(tps) == 0 {
 		return map[TP]int64{}, map[TP]int64{}, nil
 	}
+	ctx, done := a.w.bind(ctx)
+	defer func() { err = done(err) }()
 	iso := kafka.IsolationLevelReadUncommitted
 	if readCommitted {
 		iso = kafka.IsolationLevelReadCommitted
@@ -84,6 +121,9 @@ func (a *admin) Offsets(ctx context.Context, tps []TP, readCommitted bool) (map[
 		out := make(map[TP]int64, len(res.ResultInfos))
 		for k, info := range res.ResultInfos {
 			if info.Error.Code() != kafka.ErrNoError {
+				if s := authorization(info.Error, fmt.Sprintf("DESCRIBE on topic %q", fromKTP(k).Topic)); s != nil {
+					return nil, s
+				}
 				return nil, fmt.Errorf("listing offsets of %s: %w", fromKTP(k), classify(info.Error))
 			}
 			out[fromKTP(k)] = int64(info.Offset)
@@ -98,18 +138,31 @@ func (a *admin) Offsets(ctx context.Context, tps []TP, readCommitted bool) (map[
 	return start, end, err
 }
 
-func (a *admin) DeleteRecords(ctx context.Context, before map[TP]int64) error {
+func (a *admin) DeleteRecords(ctx context.Context, before map[TP]int64) (err error) {
 	if len(before) == 0 {
 		return nil
 	}
+	ctx, end := a.w.bind(ctx)
+	defer func() { err = end(err) }()
 	tps := make([]kafka.TopicPartition, 0, len(before))
 	for tp, off := range before {
 		k := ktp(tp)
 		k.Offset = kafka.Offset(off)
 		tps = append(tps, k)
 	}
-	_, err := a.a.DeleteRecords(ctx, tps)
-	return classify(err)
+	res, err := a.a.DeleteRecords(ctx, tps)
+	if err != nil {
+		return classify(err)
+	}
+	for _, r := range res.DeleteRecordsResults {
+		if s := authorization(r.TopicPartition.Error, fmt.Sprintf("DELETE on topic %q", fromKTP(r.TopicPartition).Topic)); s != nil {
+			return s
+		}
+	}
+	return nil
 }
 
-func (a *admin) Close() { a.a.Close() }
+func (a *admin) Close() {
+	a.a.Close()
+	a.p.Close()
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +25,16 @@ type producer struct {
 	// down: librdkafka reported all brokers down and no delivery has
 	// succeeded since (WaitDelivered then checks whether they are back).
 	down atomic.Bool
+	// w keeps a refused login, reported in the client's events.
+	w *watch
+	// txnID is the transactional id ("" when not transactional), for
+	// naming it in an authorization failure.
+	txnID string
+	// txnTopics are the topics written in the current transaction (by
+	// the one goroutine that produces), lastTopic the latest of them: to
+	// find which one the ACLs deny when the transaction fails for it.
+	txnTopics map[string]bool
+	lastTopic string
 
 	// sendOffsets is librdkafka's SendOffsetsToTransaction (a test stands
 	// in for it).
@@ -58,7 +70,10 @@ func NewProducer(cfg Config) (Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	pr := &producer{p: p, done: make(chan struct{}), last: map[TP]int64{}}
+	pr := &producer{p: p, done: make(chan struct{}), last: map[TP]int64{}, w: newWatch(), txnTopics: map[string]bool{}}
+	if id, ok := cfg["transactional.id"].(string); ok {
+		pr.txnID = id
+	}
 	pr.sendOffsets = func(ctx context.Context, offsets []kafka.TopicPartition, group *kafka.ConsumerGroupMetadata) error {
 		return p.SendOffsetsToTransaction(ctx, offsets, group)
 	}
@@ -73,7 +88,12 @@ func (p *producer) drain() {
 		switch e := ev.(type) {
 		case *kafka.Message:
 			if e.TopicPartition.Error != nil {
-				err = fmt.Errorf("delivery to %s failed: %w", fromKTP(e.TopicPartition), classify(e.TopicPartition.Error))
+				tp := fromKTP(e.TopicPartition)
+				cause := security(e.TopicPartition.Error, fmt.Sprintf("WRITE on topic %q", tp.Topic))
+				if cause == nil {
+					cause = classify(e.TopicPartition.Error)
+				}
+				err = fmt.Errorf("delivery to %s failed: %w", tp, cause)
 			}
 			p.mu.Lock()
 			if err == nil {
@@ -89,6 +109,7 @@ func (p *producer) drain() {
 			}
 			p.mu.Unlock()
 		case kafka.Error:
+			p.w.see(e)
 			if e.IsFatal() {
 				err = fmt.Errorf("%w: %v", ErrFatal, e)
 			}
@@ -108,6 +129,10 @@ func (p *producer) drain() {
 
 func (p *producer) Produce(rec *rt.OutRecord) error {
 	topic := rec.Topic
+	if p.txnID != "" && topic != p.lastTopic {
+		p.lastTopic = topic
+		p.txnTopics[topic] = true
+	}
 	msg := &kafka.Message{
 		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
 		Key:            rec.Key,
@@ -144,6 +169,12 @@ func (p *producer) Produce(rec *rt.OutRecord) error {
 			}
 			if kerr.IsFatal() || kerr.Code() == kafka.ErrFatal {
 				return fmt.Errorf("%w: %v", ErrFatal, err)
+			}
+			if s := security(err, fmt.Sprintf("WRITE on topic %q", topic)); s != nil {
+				return s
+			}
+			if kerr.Code() == kafka.ErrState && p.txnID != "" {
+				return p.failedTxn(topic, err)
 			}
 		}
 		return err
@@ -183,6 +214,8 @@ func (p *producer) WaitDelivered(ctx context.Context) error {
 		}
 		select {
 		case <-wake:
+		case <-p.w.set:
+			return p.w.err
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for %d delivery reports: %w", p.inflight.Load(), ctx.Err())
 		case <-tick.C:
@@ -219,6 +252,55 @@ func (p *producer) DeliveryErr() error {
 	return err
 }
 
+// txnErr classifies the failure of a transactional call: a refused login
+// or an operation the ACLs deny (not a TxnError: no retry, abort or new
+// producer cures them), else a TxnError.
+func (p *producer) txnErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if a := p.w.failed(); a != nil {
+		return a
+	}
+	var kerr kafka.Error
+	if errors.As(err, &kerr) {
+		what := "the operation"
+		switch kerr.Code() {
+		case kafka.ErrTransactionalIDAuthorizationFailed:
+			what = fmt.Sprintf("WRITE on transactional id %q", p.txnID)
+		case kafka.ErrGroupAuthorizationFailed:
+			what = "READ on the consumer group (committing offsets in a transaction)"
+		case kafka.ErrTopicAuthorizationFailed:
+			what = "WRITE on a topic the transaction wrote to"
+			if ts := p.unwritable(); len(ts) > 0 {
+				what = "WRITE on topic " + strings.Join(ts, " and on topic ")
+			}
+		case kafka.ErrClusterAuthorizationFailed:
+			what = "IDEMPOTENT_WRITE on the cluster"
+		}
+		if s := security(err, what); s != nil {
+			return fmt.Errorf("%s: %w", op, s)
+		}
+	}
+	return txnErr(op, err)
+}
+
+// failedTxn explains a record refused because the transaction failed
+// (librdkafka's "erroneous state"): any transactional call then returns the
+// transaction's own error, whose cause may be a denied WRITE (the
+// transaction could not add a partition of a topic the ACLs do not let it
+// write). Calling CommitTransaction in that state commits nothing.
+func (p *producer) failedTxn(topic string, err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	cause := p.p.CommitTransaction(ctx)
+	var kerr kafka.Error
+	if errors.As(cause, &kerr) && kerr.Code() == kafka.ErrTopicAuthorizationFailed {
+		return p.txnErr("Produce", cause)
+	}
+	return err
+}
+
 func txnErr(op string, err error) error {
 	if err == nil {
 		return nil
@@ -236,11 +318,25 @@ func txnErr(op string, err error) error {
 }
 
 func (p *producer) InitTransactions(ctx context.Context) error {
-	return txnErr("InitTransactions", p.p.InitTransactions(ctx))
+	ctx, end := p.w.bind(ctx)
+	return p.txnErr("InitTransactions", end(p.p.InitTransactions(ctx)))
+}
+
+// unwritable returns, quoted, the topics of the current transaction this
+// principal may not write.
+func (p *producer) unwritable() []string {
+	a, err := kafka.NewAdminClientFromProducer(p.p)
+	if err != nil {
+		return nil
+	}
+	defer a.Close()
+	return deniedTopics(a, slices.Collect(maps.Keys(p.txnTopics)), kafka.ACLOperationWrite)
 }
 
 func (p *producer) BeginTransaction() error {
-	return txnErr("BeginTransaction", p.p.BeginTransaction())
+	clear(p.txnTopics)
+	p.lastTopic = ""
+	return p.txnErr("BeginTransaction", p.p.BeginTransaction())
 }
 
 func (p *producer) SendOffsets(ctx context.Context, offsets map[TP]int64, meta map[TP]string, gm any) error {
@@ -259,7 +355,7 @@ func (p *producer) SendOffsets(ctx context.Context, offsets map[TP]int64, meta m
 	defer t.Stop()
 	select {
 	case err := <-res:
-		return txnErr("SendOffsetsToTransaction", err)
+		return p.txnErr("SendOffsetsToTransaction", err)
 	case <-t.C:
 		p.mu.Lock()
 		p.stuck = res
@@ -284,11 +380,13 @@ var stuckGrace = 15 * time.Second
 var ErrStuck = errors.New("kafka: a call to the client never returned")
 
 func (p *producer) CommitTransaction(ctx context.Context) error {
-	return txnErr("CommitTransaction", p.p.CommitTransaction(ctx))
+	ctx, end := p.w.bind(ctx)
+	return p.txnErr("CommitTransaction", end(p.p.CommitTransaction(ctx)))
 }
 
 func (p *producer) AbortTransaction(ctx context.Context) error {
-	return txnErr("AbortTransaction", p.p.AbortTransaction(ctx))
+	ctx, end := p.w.bind(ctx)
+	return p.txnErr("AbortTransaction", end(p.p.AbortTransaction(ctx)))
 }
 
 // Close destroys the client; while a call given up as stuck still runs

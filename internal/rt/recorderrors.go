@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/eddy-go/eddy/processor"
+	"github.com/eddy-go/eddy/serde"
 )
 
 // The record-error types are public, in package processor; the runtime
@@ -63,6 +64,12 @@ func (t *Task) HandleError(kind ErrorKind, node string, err error) {
 		}
 	}
 	action := ActionFail
+	if errors.Is(err, serde.ErrSetup) {
+		// Not the record's fault (a registry refusing the credentials):
+		// every record would fail alike.
+		t.fail(e)
+		return
+	}
 	if t.cfg.Handlers.Handle != nil {
 		action = t.cfg.Handlers.Handle(e)
 	}

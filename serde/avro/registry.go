@@ -11,6 +11,8 @@ import (
 
 	"github.com/linkedin/goavro/v2"
 	"github.com/riferrei/srclient"
+
+	"github.com/eddy-go/eddy/serde"
 )
 
 // RegistryConfig says how to reach a Confluent-compatible schema registry.
@@ -89,7 +91,7 @@ func (r *Registry) schemaByID(id int) (*writerSchema, error) {
 	}
 	s, err := r.client.GetSchema(id)
 	if err != nil {
-		return nil, fmt.Errorf("avro: looking up schema id %d in the registry: %w", id, err)
+		return nil, fmt.Errorf("avro: looking up schema id %d in the registry: %w", id, refused(err))
 	}
 	return r.remember(id, s.Schema())
 }
@@ -108,6 +110,43 @@ func (r *Registry) remember(id int, text string) (*writerSchema, error) {
 	r.byID[id] = ws
 	r.mu.Unlock()
 	return ws, nil
+}
+
+// ErrUnauthorized is wrapped by the errors of registry requests refused
+// for their credentials (HTTP 401: RegistryConfig.Username and Password)
+// or their permissions (HTTP 403). It wraps serde.ErrSetup: a running app
+// stops with it rather than treat the records as bad.
+var ErrUnauthorized error = refusal{}
+
+type refusal struct{}
+
+func (refusal) Error() string { return "avro: the schema registry refused the request" }
+func (refusal) Unwrap() error { return serde.ErrSetup }
+
+// refused wraps an error of a request the registry refused with HTTP 401
+// or 403 in ErrUnauthorized, saying which; other errors are returned as
+// they are.
+func refused(err error) error {
+	code := 0
+	var re srclient.Error
+	switch {
+	case errors.As(err, &re):
+		code = re.Code
+		for code >= 1000 { // Confluent's 40101, 40301
+			code /= 100
+		}
+	case strings.HasPrefix(err.Error(), "401 "):
+		code = 401
+	case strings.HasPrefix(err.Error(), "403 "):
+		code = 403
+	}
+	switch code {
+	case 401:
+		return fmt.Errorf("%w: HTTP 401, the credentials were not accepted (check RegistryConfig.Username and Password): %v", ErrUnauthorized, err)
+	case 403:
+		return fmt.Errorf("%w: HTTP 403, the user may not do this: %v", ErrUnauthorized, err)
+	}
+	return err
 }
 
 // IncompatibleError is the registry refusing a schema for a subject.
@@ -142,7 +181,7 @@ func (r *Registry) register(subject, text string) (*writerSchema, error) {
 			}
 			return nil, ie
 		}
-		return nil, fmt.Errorf("avro: registering the schema for subject %q: %w", subject, err)
+		return nil, fmt.Errorf("avro: registering the schema for subject %q: %w", subject, refused(err))
 	}
 	return r.remember(s.ID(), text)
 }
@@ -151,7 +190,7 @@ func (r *Registry) register(subject, text string) (*writerSchema, error) {
 func (r *Registry) latest(subject string) (*writerSchema, error) {
 	s, err := r.client.GetLatestSchema(subject)
 	if err != nil {
-		return nil, fmt.Errorf("avro: reading the latest schema of subject %q: %w", subject, err)
+		return nil, fmt.Errorf("avro: reading the latest schema of subject %q: %w", subject, refused(err))
 	}
 	return r.remember(s.ID(), s.Schema())
 }
