@@ -174,7 +174,7 @@ func (p *producer) Produce(rec *rt.OutRecord) error {
 				return s
 			}
 			if kerr.Code() == kafka.ErrState && p.txnID != "" {
-				return p.failedTxn(topic, err)
+				return p.failedTxn(err)
 			}
 		}
 		return err
@@ -289,8 +289,10 @@ func (p *producer) txnErr(op string, err error) error {
 // (librdkafka's "erroneous state"): any transactional call then returns the
 // transaction's own error, whose cause may be a denied WRITE (the
 // transaction could not add a partition of a topic the ACLs do not let it
-// write). Calling CommitTransaction in that state commits nothing.
-func (p *producer) failedTxn(topic string, err error) error {
+// write). librdkafka refuses records so only while the transaction is in
+// its abortable error state, where CommitTransaction commits nothing and
+// answers with that error.
+func (p *producer) failedTxn(err error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	cause := p.p.CommitTransaction(ctx)
