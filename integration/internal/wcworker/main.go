@@ -11,6 +11,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -41,6 +42,7 @@ func main() {
 		kind       = flag.String("topology", "wordcount", "wordcount, windowed, sum or dedup")
 		late       = flag.String("late", "", "late-records topic (windowed)")
 		txnTimeout = flag.Duration("transaction-timeout", 0, "transaction.timeout.ms (0: eddy's default)")
+		httpAddr   = flag.String("http", "", "serve the app's Handler (/metrics, /stores/...) on this address")
 	)
 	flag.Parse()
 	log, _ := zap.NewProduction()
@@ -80,6 +82,13 @@ func main() {
 	})
 	if err != nil {
 		log.Fatal("config", zap.Error(err))
+	}
+	if *httpAddr != "" {
+		go func() {
+			if err := http.ListenAndServe(*httpAddr, a.Handler()); err != nil {
+				log.Error("serving the handler", zap.Error(err))
+			}
+		}()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
