@@ -358,6 +358,18 @@ func TestRestoreWritesRecordsAndOffset(t *testing.T) {
 			if !ok || v.Value != "2" || v.Timestamp != 200 {
 				t.Fatalf("b = %+v %v; want value 2 at 200", v, ok)
 			}
+			// A plain store: values as they are, an empty one kept.
+			plain := []storage.ChangelogRecord{{Key: []byte("x"), Value: []byte("9")}, {Key: []byte("y"), Value: []byte{}}}
+			if err := storage.Restore(b, "1_0", storage.Spec{Name: "kv"}, plain, 2); err != nil {
+				t.Fatal(err)
+			}
+			rp := stores.ReadOnlyKeyValue(b, "1_0", "kv", "t", serde.String(), serde.String())
+			if x, ok, _ := rp.Get("x"); !ok || x != "9" {
+				t.Fatalf("x = %q %v; want 9", x, ok)
+			}
+			if y, ok, _ := rp.Get("y"); !ok || y != "" {
+				t.Fatalf("y = %q %v; want the empty value", y, ok)
+			}
 		})
 	}
 }

@@ -253,6 +253,9 @@ func restoreIndex(b Backend, batch *Batch, task, store string, recs []ChangelogR
 
 func restore(b Backend, batch *Batch, task, store string, offKey []byte, timestamped bool, recs []ChangelogRecord, nextOffset int64) error {
 	prefix := DataPrefix(task, store)
+	if p, ok := b.(*Pebble); ok && batch.Len() == 0 {
+		return p.writeChangelog(prefix, timestamped, recs, offKey, encodeOffset(nextOffset))
+	}
 	for _, r := range recs {
 		k := append(append(make([]byte, 0, len(prefix)+len(r.Key)), prefix...), r.Key...)
 		switch {
