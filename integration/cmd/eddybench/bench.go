@@ -168,9 +168,14 @@ func (b *bench) runAll() {
 			b.rows = append(b.rows, r)
 		}
 	}
-	b.printTable()
+	if len(b.rows) > 0 {
+		b.printTable()
+	}
 	if b.o.want(b.o.only, "latency") {
 		b.latency()
+	}
+	if b.o.want(b.o.only, "state") {
+		b.stateWorkload()
 	}
 }
 

@@ -11,7 +11,10 @@
 // each as its own process, so CPU and memory are the system's own. Then a
 // latency run: input produced at a steady rate, the time from produce to
 // the result being readable by a read_committed consumer. It prints one
-// table. Run it with `make bench`.
+// table. Then the state workload (state.go): a count per key over
+// -state-keys distinct keys, each system building the state, SIGKILLed,
+// restarted on its state and started cold, timed to its first new output.
+// Run it with `make bench`.
 //
 // A run's rate counts input records from the moment the system reports
 // RUNNING until its consumer group has committed all input (and, for word
@@ -34,7 +37,7 @@ func main() {
 	}
 	var o options
 	flag.StringVar(&o.brokers, "brokers", os.Getenv("EDDY_KAFKA_BOOTSTRAP"), "bootstrap servers")
-	flag.StringVar(&o.only, "only", "", "comma-separated subset of workloads (stateless,wordcount,windowed,join,latency)")
+	flag.StringVar(&o.only, "only", "", "comma-separated subset of workloads (stateless,wordcount,windowed,join,latency,state)")
 	flag.StringVar(&o.systems, "systems", "ceiling,eddy,kstreams", "comma-separated subset of systems")
 	flag.StringVar(&o.guarantees, "guarantees", "at_least_once,exactly_once", "comma-separated subset of guarantees")
 	flag.Float64Var(&o.scale, "scale", 1, "multiply every workload's record count by this")
@@ -42,6 +45,7 @@ func main() {
 	flag.IntVar(&o.latencyRate, "latency-rate", 20_000, "records/s produced in the latency run")
 	flag.DurationVar(&o.latencyFor, "latency-for", 20*time.Second, "how long the latency run produces")
 	flag.IntVar(&o.partitions, "partitions", 4, "partitions of every input topic")
+	flag.IntVar(&o.stateKeys, "state-keys", 1_000_000, "distinct keys (and records) of the state workload (the state issue measures 10000000)")
 	flag.StringVar(&o.client, "eddy-client-config", "", "for exploring only: librdkafka properties (k=v,k=v) passed to eddy's ClientConfig")
 	flag.Parse()
 	if o.brokers == "" {
@@ -58,7 +62,7 @@ type options struct {
 	brokers, only, systems, guarantees, kstreams string
 	client                                       string
 	scale                                        float64
-	latencyRate, partitions                      int
+	latencyRate, partitions, stateKeys           int
 	latencyFor                                   time.Duration
 }
 

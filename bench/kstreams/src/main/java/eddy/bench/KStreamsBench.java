@@ -28,7 +28,7 @@ import org.apache.kafka.streams.state.KeyValueStore;
  * when the instance first reaches the RUNNING state; the Go side measures
  * from there, on the same broker and topics it gives eddy.
  *
- * <p>Arguments: workload (stateless | wordcount | windowed | join),
+ * <p>Arguments: workload (stateless | wordcount | windowed | join | statecount),
  * guarantee (at_least_once | exactly_once), bootstrap servers, application
  * id, state directory, commit interval in ms, output topic, then the input
  * topics (join: stream topic, table topic).
@@ -84,6 +84,13 @@ public final class KStreamsBench {
         KTable<String, String> t = b.table(in[1], Consumed.with(Serdes.String(), Serdes.String()),
             Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("table"));
         s.join(t, (v, tv) -> v + "|" + tv).to(out, Produced.with(Serdes.String(), Serdes.String()));
+      }
+      case "statecount" -> {
+        KStream<String, String> s = b.stream(in[0], Consumed.with(Serdes.String(), Serdes.String()));
+        s.groupByKey()
+            .count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("counts"))
+            .toStream()
+            .to(out, Produced.with(Serdes.String(), Serdes.Long()));
       }
       default -> {
         System.err.println("unknown workload " + workload);
