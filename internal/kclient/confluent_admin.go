@@ -116,7 +116,7 @@ func (a *admin) Offsets(ctx context.Context, tps []TP, readCommitted bool) (_, _
 		}
 		res, err := a.a.ListOffsets(ctx, req, kafka.SetAdminIsolationLevel(iso))
 		if err != nil {
-			return nil, classify(err)
+			return nil, listOffsetsErr(err)
 		}
 		out := make(map[TP]int64, len(res.ResultInfos))
 		for k, info := range res.ResultInfos {

@@ -51,6 +51,23 @@ func classify(err error) error {
 	return err
 }
 
+// listOffsetsErr classifies a ListOffsets call that failed as a whole:
+// while leaders move, librdkafka fails it before asking any broker
+// ("Failed to query partition leaders: No leaders found", seen after a
+// broker of three was killed), under a code that is no retriable one. Such
+// a failure is retried (and the admin client replaced); only a fatal
+// client or a security failure is not.
+func listOffsetsErr(err error) error {
+	if s := security(err, "DESCRIBE on the topics whose offsets were listed"); s != nil {
+		return s
+	}
+	c := classify(err)
+	if errors.Is(c, ErrFatal) || errors.Is(c, ErrTransient) {
+		return c
+	}
+	return fmt.Errorf("%w: %w", ErrTransient, err)
+}
+
 // IsTransient reports whether a retry may cure err.
 func IsTransient(err error) bool {
 	var te *TxnError

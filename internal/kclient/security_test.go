@@ -64,3 +64,17 @@ func TestWatchEndsCallsOnRefusedLogin(t *testing.T) {
 		t.Fatal("a transport error recorded as a refused login")
 	}
 }
+
+// A ListOffsets that fails as a whole while leaders move is retried; a
+// denied or fatal one is not.
+func TestListOffsetsFailuresWhileLeadersMoveAreTransient(t *testing.T) {
+	if err := listOffsetsErr(kafka.NewError(kafka.ErrNoent, "Failed to query partition leaders: No leaders found", false)); !IsTransient(err) {
+		t.Errorf("%v: not transient", err)
+	}
+	if err := listOffsetsErr(kafka.NewError(kafka.ErrTopicAuthorizationFailed, "denied", false)); IsTransient(err) || !IsSecurity(err) {
+		t.Errorf("%v: want a security failure", err)
+	}
+	if err := listOffsetsErr(kafka.NewError(kafka.ErrFatal, "fatal", true)); IsTransient(err) {
+		t.Errorf("%v: a fatal error retried", err)
+	}
+}
