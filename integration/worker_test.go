@@ -216,6 +216,7 @@ func (w *worker) stop(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		w.cmd.Process.Kill()
+		<-done // Wait sets ProcessState, which the cleanup reads
 		t.Fatalf("%s did not stop within 60s; log:\n%s", w.name, tail(w.log))
 	}
 }

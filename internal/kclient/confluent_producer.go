@@ -335,7 +335,24 @@ func (p *producer) unwritable() []string {
 	return deniedTopics(a, slices.Collect(maps.Keys(p.txnTopics)), kafka.ACLOperationWrite)
 }
 
+// gaveUp returns the fatal error of a producer with a call given up as
+// stuck (nil if none): librdkafka refuses any transactional call while one
+// still runs ("Simultaneous … API calls not allowed", a retriable error a
+// retry loop would meet for as long as the stuck call blocks), so every
+// later call fails at once and the thread replaces the producer.
+func (p *producer) gaveUp(op string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stuck == nil {
+		return nil
+	}
+	return &TxnError{Op: op, Fatal: true, Err: fmt.Errorf("%w: an earlier call was given up and still runs; the producer is replaced", ErrStuck)}
+}
+
 func (p *producer) BeginTransaction() error {
+	if err := p.gaveUp("BeginTransaction"); err != nil {
+		return err
+	}
 	clear(p.txnTopics)
 	p.lastTopic = ""
 	return p.txnErr("BeginTransaction", p.p.BeginTransaction())
@@ -345,6 +362,9 @@ func (p *producer) SendOffsets(ctx context.Context, offsets map[TP]int64, meta m
 	group, ok := gm.(*kafka.ConsumerGroupMetadata)
 	if !ok {
 		return &TxnError{Op: "SendOffsetsToTransaction", Err: fmt.Errorf("group metadata is %T", gm)}
+	}
+	if err := p.gaveUp("SendOffsetsToTransaction"); err != nil {
+		return err
 	}
 	kofs := withOffsets(offsets, meta)
 	res := make(chan error, 1)
@@ -382,11 +402,17 @@ var stuckGrace = 15 * time.Second
 var ErrStuck = errors.New("kafka: a call to the client never returned")
 
 func (p *producer) CommitTransaction(ctx context.Context) error {
+	if err := p.gaveUp("CommitTransaction"); err != nil {
+		return err
+	}
 	ctx, end := p.w.bind(ctx)
 	return p.txnErr("CommitTransaction", end(p.p.CommitTransaction(ctx)))
 }
 
 func (p *producer) AbortTransaction(ctx context.Context) error {
+	if err := p.gaveUp("AbortTransaction"); err != nil {
+		return err
+	}
 	ctx, end := p.w.bind(ctx)
 	return p.txnErr("AbortTransaction", end(p.p.AbortTransaction(ctx)))
 }

@@ -12,7 +12,10 @@ import (
 // A SendOffsetsToTransaction that never returns (librdkafka 5456/5511,
 // after the group coordinator moved) is given up after its timeout and a
 // grace: a fatal error naming ErrStuck, so the thread replaces its clients,
-// and the client is destroyed only once the call returns.
+// every later transactional call fails at once the same way (librdkafka
+// would refuse it as "Simultaneous … calls", a retriable error, for as long
+// as the stuck call runs), and the client is destroyed only once the call
+// returns.
 func TestStuckSendOffsetsIsFatalAndCloseWaitsForIt(t *testing.T) {
 	defer func(g time.Duration) { stuckGrace = g }(stuckGrace)
 	stuckGrace = 20 * time.Millisecond
@@ -22,7 +25,9 @@ func TestStuckSendOffsetsIsFatalAndCloseWaitsForIt(t *testing.T) {
 	}
 	p := pr.(*producer)
 	release, entered := make(chan struct{}), make(chan struct{})
+	calls := 0
 	p.sendOffsets = func(ctx context.Context, _ []kafka.TopicPartition, _ *kafka.ConsumerGroupMetadata) error {
+		calls++
 		close(entered)
 		<-release // blocks past any deadline, as the bug does
 		return errors.New("returned at last")
@@ -38,6 +43,21 @@ func TestStuckSendOffsetsIsFatalAndCloseWaitsForIt(t *testing.T) {
 	var te *TxnError
 	if !errors.As(err, &te) || !te.Fatal || !errors.Is(err, ErrStuck) {
 		t.Fatalf("SendOffsets = %v, want a fatal TxnError wrapping ErrStuck", err)
+	}
+	for name, call := range map[string]func() error{
+		"SendOffsets again": func() error {
+			return p.SendOffsets(context.Background(), map[TP]int64{{Topic: "t", Partition: 0}: 5}, nil, gm)
+		},
+		"CommitTransaction": func() error { return p.CommitTransaction(context.Background()) },
+		"AbortTransaction":  func() error { return p.AbortTransaction(context.Background()) },
+		"BeginTransaction":  p.BeginTransaction,
+	} {
+		if err := call(); !errors.As(err, &te) || !te.Fatal || !errors.Is(err, ErrStuck) {
+			t.Errorf("%s after a stuck call = %v, want a fatal TxnError wrapping ErrStuck", name, err)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("librdkafka's SendOffsetsToTransaction called %d times, want 1", calls)
 	}
 	p.Close() // must not destroy the client under the running call
 	select {
