@@ -305,14 +305,16 @@ func TestReadyzDuringRestoreAndMetrics(t *testing.T) {
 	}
 	first.stop(t)
 
-	// A new instance with empty state restores the whole changelog.
+	// A new instance with empty state restores the whole changelog, its
+	// state's memory within a budget of 48 MiB.
 	cfg.StateDir, cfg.ProcessID = t.TempDir(), "second"
+	cfg.StateMemoryBytes = 48 << 20
 	second := startInstance(t, top, cfg)
 	counts, err := streams.KeyValueStoreOf[string, int64](second.app, "counts")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sawRestoring, sawRefused, maxRate := false, false, 0.0
+	sawRestoring, sawRefused, maxRate, maxMem := false, false, 0.0, 0.0
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		status, body, err := httpGet(second.url + "/readyz")
@@ -323,6 +325,9 @@ func TestReadyzDuringRestoreAndMetrics(t *testing.T) {
 		if rate, _ := metricValue(t, second.url, "eddy_restore_records_per_second", ""); rate > maxRate {
 			maxRate = rate
 		}
+		mem, _ := metricValue(t, second.url, "eddy_state_memory_bytes", `part="memtables"`)
+		cached, _ := metricValue(t, second.url, "eddy_state_memory_bytes", `part="block_cache"`)
+		maxMem = max(maxMem, mem+cached)
 		if status == http.StatusOK {
 			break
 		}
@@ -353,7 +358,21 @@ func TestReadyzDuringRestoreAndMetrics(t *testing.T) {
 	if maxRate <= 0 {
 		t.Error("eddy_restore_records_per_second never rose above 0 during the restore")
 	}
-	t.Logf("restore rate peaked at %.0f records/s", maxRate)
+	t.Logf("restore rate peaked at %.0f records/s; memtables and block cache at most %.1f MiB", maxRate, maxMem/(1<<20))
+	var limit float64
+	for _, part := range []string{"memtables", "block_cache", "record_cache"} {
+		n, ok := metricValue(t, second.url, "eddy_state_memory_limit_bytes", `part="`+part+`"`)
+		if !ok {
+			t.Errorf("no eddy_state_memory_limit_bytes{part=%q}", part)
+		}
+		limit += n
+	}
+	if limit != 48<<20 {
+		t.Errorf("eddy_state_memory_limit_bytes add up to %.0f, want StateMemoryBytes %d", limit, 48<<20)
+	}
+	if maxMem == 0 || maxMem > 48<<20 {
+		t.Errorf("eddy_state_memory_bytes peaked at %.0f during the restore, want within StateMemoryBytes %d", maxMem, 48<<20)
+	}
 	if n, _ := metricValue(t, second.url, "eddy_restore_records_total", ""); n != keys {
 		t.Errorf("eddy_restore_records_total = %v, want %d (the whole changelog)", n, keys)
 	}

@@ -178,7 +178,8 @@ func (a *App) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	pebble, err := storage.OpenPebble(filepath.Join(dir, "pebble"), storage.PebbleOptions{Fsync: a.cfg.FsyncState})
+	pebble, err := storage.OpenPebble(filepath.Join(dir, "pebble"), storage.PebbleOptions{Fsync: a.cfg.FsyncState,
+		Memory: a.cfg.StateMemoryBytes - a.cfg.CacheMaxBytes})
 	if err != nil {
 		return fmt.Errorf("streams: opening the state store in %s (is another instance using this StateDir?): %w", dir, err)
 	}

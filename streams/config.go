@@ -72,6 +72,16 @@ type Config struct {
 	// NoCache disables the record cache: every update is forwarded and
 	// logged.
 	NoCache bool
+	// StateMemoryBytes bounds the memory of the instance's persistent
+	// state, whatever its size on disk: the record cache (CacheMaxBytes,
+	// counted in it) and the Pebble database shared by every store, whose
+	// memtables (two, one filling and one flushing, a quarter of the rest
+	// each) and block cache (the other half, index and filter blocks
+	// included) share what the cache leaves. Default 256 MiB. It must leave
+	// Pebble at least 32 MiB. State the instance keeps in memory stores
+	// (in-memory stores, buffered join and suppress records) is not
+	// counted; neither are the client's fetch and produce buffers.
+	StateMemoryBytes int64
 	// ReplicationFactor of the internal topics it creates. Default -1: the
 	// broker's default.replication.factor.
 	ReplicationFactor int16
@@ -142,6 +152,11 @@ type Config struct {
 	QueryClient *http.Client
 }
 
+// minPebbleMemory is the least StateMemoryBytes may leave the Pebble
+// database beyond the record cache: two 8 MiB memtables and a 16 MiB block
+// cache.
+const minPebbleMemory = 32 << 20
+
 var validID = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
 
 // ensureDefaults fills zero fields with defaults.
@@ -163,6 +178,9 @@ func (c *Config) ensureDefaults() {
 	}
 	if c.NoCache {
 		c.CacheMaxBytes = 0
+	}
+	if c.StateMemoryBytes == 0 {
+		c.StateMemoryBytes = 256 << 20
 	}
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = -1
@@ -199,6 +217,10 @@ func (c *Config) validate() error {
 	}
 	if c.CacheMaxBytes < 0 {
 		bad("CacheMaxBytes must not be negative, got %d", c.CacheMaxBytes)
+	}
+	if c.StateMemoryBytes-c.CacheMaxBytes < minPebbleMemory {
+		bad("StateMemoryBytes (%d) must leave at least %d bytes for the Pebble state store beyond CacheMaxBytes (%d): raise StateMemoryBytes or lower CacheMaxBytes",
+			c.StateMemoryBytes, minPebbleMemory, c.CacheMaxBytes)
 	}
 	if c.ReplicationFactor < -1 || c.ReplicationFactor == 0 {
 		bad("ReplicationFactor must be -1 (broker default) or at least 1, got %d", c.ReplicationFactor)

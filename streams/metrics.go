@@ -19,6 +19,7 @@ import (
 // are read from the threads when scraped.
 type descs struct {
 	descState, descCommits, descAborts, descRebalances, descRestored, descRestoreRate, descRemaining, descProcessed, descSkipped, descDLQ, descLate, descDedup, descTTLLive, descTTLExpired, descCacheHits, descCacheMiss, descCacheRatio, descLag, descStreamTime, descStoreBytes, descDiskBytes, descGlobalApp, descGlobalSkip, descUnreachable *prometheus.Desc
+	descMemory, descMemoryLimit, descReadAmp, descL0Files, descCompactionDebt, descBlockCacheHit, descWriteStalls                                                                                                                                                                                                                                 *prometheus.Desc
 }
 
 func newDescs(constLabels prometheus.Labels) *descs {
@@ -26,30 +27,37 @@ func newDescs(constLabels prometheus.Labels) *descs {
 		return prometheus.NewDesc(name, help, labels, constLabels)
 	}
 	return &descs{
-		descState:       mk("eddy_state", "1 for the app's current lifecycle state, 0 for the others.", "state"),
-		descCommits:     mk("eddy_commits_total", "Commits by the stream threads."),
-		descAborts:      mk("eddy_transaction_aborts_total", "Transactions aborted (exactly-once): their records are processed again."),
-		descRebalances:  mk("eddy_rebalances_total", "Partition assignments received by the stream threads."),
-		descRestored:    mk("eddy_restore_records_total", "Changelog records restored into state stores."),
-		descRestoreRate: mk("eddy_restore_records_per_second", "Changelog records restored per second, over the last half second or so (0 when not restoring)."),
-		descRemaining:   mk("eddy_restore_remaining_records", "Changelog records still to restore before processing starts."),
-		descProcessed:   mk("eddy_records_processed_total", "Records processed by the tasks."),
-		descSkipped:     mk("eddy_records_skipped_total", "Records skipped: null keys or values where an operation needs them, or failed records an error handler continued past."),
-		descDLQ:         mk("eddy_records_dead_lettered_total", "Records written to the dead-letter topic."),
-		descLate:        mk("eddy_late_records_total", "Records that arrived after their window closed (window end plus grace)."),
-		descDedup:       mk("eddy_records_deduplicated_total", "Duplicate records dropped by Deduplicate operators."),
-		descTTLLive:     mk("eddy_store_live_entries", "Estimated live entries of a key-value store with a time to live, as of its task's last commit.", "store", "task"),
-		descTTLExpired:  mk("eddy_store_expired_entries_total", "Entries a key-value store with a time to live expired, as of its task's last commit.", "store", "task"),
-		descCacheHits:   mk("eddy_cache_hits_total", "Record cache reads answered by the cache."),
-		descCacheMiss:   mk("eddy_cache_misses_total", "Record cache reads that went to the store."),
-		descCacheRatio:  mk("eddy_cache_hit_ratio", "Cache hits over cache reads since the instance started."),
-		descLag:         mk("eddy_consumer_lag", "Records in an input partition not yet consumed by its task (end offset minus position).", "topic", "partition", "task"),
-		descStreamTime:  mk("eddy_task_stream_time_seconds", "A task's stream time: the largest record timestamp it processed.", "task"),
-		descStoreBytes:  mk("eddy_store_disk_bytes", "Estimated bytes a store of a task takes in Pebble (not counting the memtable).", "store", "task"),
-		descDiskBytes:   mk("eddy_state_disk_bytes", "Bytes the instance's Pebble state takes on disk."),
-		descGlobalApp:   mk("eddy_global_records_applied_total", "Records applied to global stores."),
-		descGlobalSkip:  mk("eddy_global_records_skipped_total", "Bad records skipped by global stores (each logged)."),
-		descUnreachable: mk("eddy_brokers_unreachable", "1 while calls to the brokers fail and are being retried (the app heals by itself when they are back), else 0."),
+		descState:          mk("eddy_state", "1 for the app's current lifecycle state, 0 for the others.", "state"),
+		descCommits:        mk("eddy_commits_total", "Commits by the stream threads."),
+		descAborts:         mk("eddy_transaction_aborts_total", "Transactions aborted (exactly-once): their records are processed again."),
+		descRebalances:     mk("eddy_rebalances_total", "Partition assignments received by the stream threads."),
+		descRestored:       mk("eddy_restore_records_total", "Changelog records restored into state stores."),
+		descRestoreRate:    mk("eddy_restore_records_per_second", "Changelog records restored per second, over the last half second or so (0 when not restoring)."),
+		descRemaining:      mk("eddy_restore_remaining_records", "Changelog records still to restore before processing starts."),
+		descProcessed:      mk("eddy_records_processed_total", "Records processed by the tasks."),
+		descSkipped:        mk("eddy_records_skipped_total", "Records skipped: null keys or values where an operation needs them, or failed records an error handler continued past."),
+		descDLQ:            mk("eddy_records_dead_lettered_total", "Records written to the dead-letter topic."),
+		descLate:           mk("eddy_late_records_total", "Records that arrived after their window closed (window end plus grace)."),
+		descDedup:          mk("eddy_records_deduplicated_total", "Duplicate records dropped by Deduplicate operators."),
+		descTTLLive:        mk("eddy_store_live_entries", "Estimated live entries of a key-value store with a time to live, as of its task's last commit.", "store", "task"),
+		descTTLExpired:     mk("eddy_store_expired_entries_total", "Entries a key-value store with a time to live expired, as of its task's last commit.", "store", "task"),
+		descCacheHits:      mk("eddy_cache_hits_total", "Record cache reads answered by the cache."),
+		descCacheMiss:      mk("eddy_cache_misses_total", "Record cache reads that went to the store."),
+		descCacheRatio:     mk("eddy_cache_hit_ratio", "Cache hits over cache reads since the instance started."),
+		descLag:            mk("eddy_consumer_lag", "Records in an input partition not yet consumed by its task (end offset minus position).", "topic", "partition", "task"),
+		descStreamTime:     mk("eddy_task_stream_time_seconds", "A task's stream time: the largest record timestamp it processed.", "task"),
+		descStoreBytes:     mk("eddy_store_disk_bytes", "Estimated bytes a store of a task takes in Pebble (not counting the memtable).", "store", "task"),
+		descDiskBytes:      mk("eddy_state_disk_bytes", "Bytes the instance's Pebble state takes on disk."),
+		descGlobalApp:      mk("eddy_global_records_applied_total", "Records applied to global stores."),
+		descGlobalSkip:     mk("eddy_global_records_skipped_total", "Bad records skipped by global stores (each logged)."),
+		descUnreachable:    mk("eddy_brokers_unreachable", "1 while calls to the brokers fail and are being retried (the app heals by itself when they are back), else 0."),
+		descMemory:         mk("eddy_state_memory_bytes", "Memory the Pebble state store holds now, by part (memtables, block_cache).", "part"),
+		descMemoryLimit:    mk("eddy_state_memory_limit_bytes", "The most each part of the state's memory may hold (memtables, block_cache, record_cache); together StateMemoryBytes.", "part"),
+		descReadAmp:        mk("eddy_pebble_read_amplification", "Pebble's read amplification: the sorted runs a point read may search (memtables, L0 sublevels, non-empty levels)."),
+		descL0Files:        mk("eddy_pebble_l0_files", "Files in Pebble's level 0 (a growing count means compactions lag the writes)."),
+		descCompactionDebt: mk("eddy_pebble_compaction_debt_bytes", "Bytes Pebble estimates it must compact to bring its levels back in shape."),
+		descBlockCacheHit:  mk("eddy_pebble_block_cache_hit_ratio", "Pebble block cache hits over lookups since the instance started."),
+		descWriteStalls:    mk("eddy_pebble_write_stalls_total", "Times Pebble stopped writes (memtables full, or too many L0 files)."),
 	}
 }
 
@@ -63,7 +71,8 @@ type collector struct {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.descState, c.descCommits, c.descAborts, c.descRebalances, c.descRestored, c.descRestoreRate, c.descRemaining,
 		c.descProcessed, c.descSkipped, c.descDLQ, c.descLate, c.descDedup, c.descTTLLive, c.descTTLExpired, c.descCacheHits, c.descCacheMiss, c.descCacheRatio, c.descLag,
-		c.descStreamTime, c.descStoreBytes, c.descDiskBytes, c.descGlobalApp, c.descGlobalSkip, c.descUnreachable} {
+		c.descStreamTime, c.descStoreBytes, c.descDiskBytes, c.descGlobalApp, c.descGlobalSkip, c.descUnreachable,
+		c.descMemory, c.descMemoryLimit, c.descReadAmp, c.descL0Files, c.descCompactionDebt, c.descBlockCacheHit, c.descWriteStalls} {
 		ch <- d
 	}
 }
@@ -142,7 +151,21 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		send(c.descCacheRatio, prometheus.GaugeValue, float64(counts.CacheHits)/float64(reads))
 	}
 	if a.pebble != nil {
-		send(c.descDiskBytes, prometheus.GaugeValue, float64(a.pebble.Metrics().DiskSpaceUsage()))
+		m := a.pebble.Metrics()
+		send(c.descDiskBytes, prometheus.GaugeValue, float64(m.DiskSpaceUsage()))
+		send(c.descMemory, prometheus.GaugeValue, float64(m.MemTable.Size), "memtables")
+		send(c.descMemory, prometheus.GaugeValue, float64(m.BlockCache.Size), "block_cache")
+		memtables, blockCache := a.pebble.MemoryLimits()
+		send(c.descMemoryLimit, prometheus.GaugeValue, float64(memtables), "memtables")
+		send(c.descMemoryLimit, prometheus.GaugeValue, float64(blockCache), "block_cache")
+		send(c.descMemoryLimit, prometheus.GaugeValue, float64(a.cfg.CacheMaxBytes), "record_cache")
+		send(c.descReadAmp, prometheus.GaugeValue, float64(m.ReadAmp()))
+		send(c.descL0Files, prometheus.GaugeValue, float64(m.Levels[0].TablesCount))
+		send(c.descCompactionDebt, prometheus.GaugeValue, float64(m.Compact.EstimatedDebt))
+		if lookups := m.BlockCache.Hits + m.BlockCache.Misses; lookups > 0 {
+			send(c.descBlockCacheHit, prometheus.GaugeValue, float64(m.BlockCache.Hits)/float64(lookups))
+		}
+		send(c.descWriteStalls, prometheus.CounterValue, float64(a.pebble.WriteStalls()))
 	}
 	unreachable := 0.0
 	if down, _, _ := a.brokersUnreachableLocked(); down {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -15,13 +16,17 @@ import (
 // PebbleOptions tune the Pebble backend. The zero value is usable: every
 // field has the default written in its comment.
 type PebbleOptions struct {
-	// MemTableSize is the size of one memtable. Default 64 MiB: with Pebble's
-	// own 4 MiB default a read-modify-write per record costs ~9 µs (many small
-	// L0 files to search); with 64 MiB, ~1 µs.
+	// Memory bounds the database's memory: its block cache (data, index and
+	// filter blocks) and its memtables share it, as Pebble reserves each
+	// memtable's size in the block cache. At most pebbleMemTables memtables
+	// exist (one filling, one flushing; writes wait while both are full), so
+	// the block cache keeps at least what they leave. Default 256 MiB.
+	Memory int64
+	// MemTableSize is the size of one memtable. Default a quarter of
+	// Memory (64 MiB by default): with Pebble's own 4 MiB default a
+	// read-modify-write per record costs ~9 µs (many small L0 files to
+	// search); with 64 MiB, ~1 µs. At most a quarter of Memory.
 	MemTableSize uint64
-	// CacheSize is the block cache shared by every store of the instance.
-	// Default 128 MiB.
-	CacheSize int64
 	// BloomBitsPerKey sets the bloom filter on every level, so point reads
 	// of absent keys skip tables once state outgrows the memtable. Default
 	// 10 (about 1% false positives); negative disables filters.
@@ -42,16 +47,31 @@ type PebbleOptions struct {
 
 // EnsureDefaults fills in the zero fields of o with their defaults.
 func (o *PebbleOptions) EnsureDefaults() {
-	if o.MemTableSize == 0 {
-		o.MemTableSize = 64 << 20
+	if o.Memory <= 0 {
+		o.Memory = 256 << 20
 	}
-	if o.CacheSize == 0 {
-		o.CacheSize = 128 << 20
+	if o.MemTableSize == 0 || o.MemTableSize > uint64(o.Memory/(2*pebbleMemTables)) {
+		o.MemTableSize = uint64(o.Memory / (2 * pebbleMemTables))
 	}
 	if o.BloomBitsPerKey == 0 {
 		o.BloomBitsPerKey = 10
 	}
 }
+
+// pebbleMemTables is the most memtables the database holds: one filling,
+// one flushing; writes wait while both are full.
+const pebbleMemTables = 2
+
+// MemoryLimits are the most the database holds in memory in its memtables
+// (filling and flushing) and the least its block cache may hold beside
+// them; together PebbleOptions.Memory.
+func (p *Pebble) MemoryLimits() (memtables, blockCache int64) {
+	return p.memtables, p.blockCache
+}
+
+// WriteStalls is how many times the database stopped writes (memtables
+// full, or too many files in level 0) since it was opened.
+func (p *Pebble) WriteStalls() int64 { return p.stalls.Load() }
 
 // Pebble is the on-disk Backend: ONE Pebble database per application
 // instance, holding every store of every task under its key prefix, with
@@ -66,21 +86,26 @@ func (o *PebbleOptions) EnsureDefaults() {
 type Pebble struct {
 	db    *pebble.DB
 	cache interface{ Unref() }
+	// memtables and blockCache are their memory limits (MemoryLimits).
+	memtables, blockCache int64
+	stalls                *atomic.Int64 // write stalls begun (WriteStalls)
 }
 
 // OpenPebble opens (creating if needed) the Pebble backend in dir.
 func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 	opts.EnsureDefaults()
-	cache := pebble.NewCache(opts.CacheSize)
+	cache := pebble.NewCache(opts.Memory)
 	po := &pebble.Options{
 		Cache:        cache,
 		MemTableSize: opts.MemTableSize,
 		// Two memtables before writes stall: one filling, one flushing.
-		MemTableStopWritesThreshold: 4,
+		MemTableStopWritesThreshold: pebbleMemTables,
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       24,
 		Logger:                      opts.Logger,
 	}
+	stalls := new(atomic.Int64)
+	po.EventListener = &pebble.EventListener{WriteStallBegin: func(pebble.WriteStallBeginInfo) { stalls.Add(1) }}
 	if po.Logger == nil {
 		po.Logger = quietLogger{}
 	}
@@ -99,7 +124,8 @@ func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 		cache.Unref()
 		return nil, fmt.Errorf("stores: opening pebble in %s: %w", dir, err)
 	}
-	return &Pebble{db: db, cache: cache}, nil
+	return &Pebble{db: db, cache: cache, memtables: int64(opts.MemTableSize) * pebbleMemTables,
+		blockCache: opts.Memory - int64(opts.MemTableSize)*pebbleMemTables, stalls: stalls}, nil
 }
 
 // Get implements Backend.

@@ -107,7 +107,7 @@ func Open(top *topology.Topology, opts ...Options) (*Driver, error) {
 	if !ok {
 		return nil, errors.New("streamstest: not a built topology")
 	}
-	p, err := storage.OpenPebble("streamstest", storage.PebbleOptions{InMemory: true, MemTableSize: 4 << 20, CacheSize: 8 << 20})
+	p, err := storage.OpenPebble("streamstest", storage.PebbleOptions{InMemory: true, Memory: 16 << 20})
 	if err != nil {
 		return nil, err
 	}

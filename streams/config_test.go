@@ -1,0 +1,45 @@
+package streams_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/eddy-go/eddy/serde"
+	"github.com/eddy-go/eddy/streams"
+	"github.com/eddy-go/eddy/topology"
+)
+
+// StateMemoryBytes must leave the Pebble store room beyond the record
+// cache; New says which settings clash and how to fix them.
+func TestStateMemoryBudgetIsValidated(t *testing.T) {
+	str := serde.String()
+	b := topology.NewBuilder()
+	topology.Count(topology.Stream(b, "clicks", topology.Consumed(str, str)).GroupByKey(),
+		topology.Materialized[string, int64]("counts"))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name          string
+		budget, cache int64
+		wantErr       bool
+	}{
+		{"defaults", 0, 0, false},
+		{"a budget of 64 MiB", 64 << 20, 0, false},
+		{"a budget smaller than the cache", 16 << 20, 32 << 20, true},
+		{"a budget the cache fills but for 16 MiB", 48 << 20, 32 << 20, true},
+		{"a cache of 300 MiB under the default budget", 0, 300 << 20, true},
+		{"a cache of 300 MiB under a budget of 1 GiB", 1 << 30, 300 << 20, false},
+		{"a negative budget", -1, 0, true},
+	} {
+		_, err := streams.New(top, streams.Config{ApplicationID: "memory-test", BootstrapServers: "127.0.0.1:1",
+			StateMemoryBytes: c.budget, CacheMaxBytes: c.cache})
+		switch {
+		case c.wantErr && (err == nil || !strings.Contains(err.Error(), "StateMemoryBytes") || !strings.Contains(err.Error(), "CacheMaxBytes")):
+			t.Errorf("%s: New = %v, want an error naming StateMemoryBytes and CacheMaxBytes", c.name, err)
+		case !c.wantErr && err != nil:
+			t.Errorf("%s: New = %v", c.name, err)
+		}
+	}
+}
