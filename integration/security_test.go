@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -56,6 +57,7 @@ type secureApp struct {
 	want    map[string]int64
 	secrets []string // every password in play: none may appear in logs
 	logs    *syncBuffer
+	running chan error // the running app's Run result
 }
 
 func newSecureApp(t *testing.T) *secureApp {
@@ -314,44 +316,8 @@ func TestSecureExactlyOnceWithReadmeACLs(t *testing.T) {
 	s.feed(600)
 	user, password := s.user(s.acls())
 	reg := s.registry(s.sec.RegistryUser, s.sec.RegistryPassword)
-	app, err := streams.New(s.topology(reg), s.config(user, password, "https://127.0.0.1:1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	deadline := time.Now().Add(90 * time.Second)
-	var got map[string]int64
-	for {
-		got = map[string]int64{}
-		for _, r := range kafkatest.ConsumeAll(t, s.plain, s.out) {
-			n, err := serde.Int64().Deserialize(s.out, r.Value)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got[string(r.Key)] = n
-		}
-		if fmt.Sprint(got) == fmt.Sprint(s.want) {
-			break
-		}
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("Run ended early: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("counts after 90s:\n got %v\nwant %v", got, s.want)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	app, stop := s.run(user, password, reg)
+	got := s.waitCounts(app)
 	if dl := kafkatest.ConsumeAll(t, s.plain, s.dlq); len(dl) != 1 || string(dl[0].Value) != "not avro" {
 		t.Errorf("dead-letter topic: %d records, want the one that is not Avro", len(dl))
 	}
@@ -362,7 +328,76 @@ func TestSecureExactlyOnceWithReadmeACLs(t *testing.T) {
 	rec := httptest.NewRecorder()
 	app.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/state", nil))
 	t.Logf("word counts exact (%d words) as %s holding only the README's ACLs", len(got), user)
+	stop()
+
+	// A cold restore over SASL_SSL with the same ACLs: a new instance on
+	// an empty state directory reads the counts back from their changelog
+	// and counts on from them — starting from zero would give wrong counts.
+	s.feed(300)
+	app2, stop2 := s.run(user, password, reg)
+	defer stop2()
+	s.waitCounts(app2)
+	mrec := httptest.NewRecorder()
+	app2.Handler().ServeHTTP(mrec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if !regexp.MustCompile(`(?m)^eddy_restore_records_total(\{[^}]*\})? [1-9]`).MatchString(mrec.Body.String()) {
+		t.Errorf("the new instance restored no records: the counts did not come from the changelog\n%s",
+			regexp.MustCompile(`(?m)^eddy_restore.*$`).FindAllString(mrec.Body.String(), -1))
+	}
+	t.Logf("after a cold restore on a new instance, counts exact again")
 	s.checkNoSecrets(rec.Body.String())
+}
+
+// run starts the app as user on a new state directory; stop ends it and
+// fails the test if Run failed.
+func (s *secureApp) run(user, password string, reg *avro.Registry) (*streams.App, func()) {
+	s.t.Helper()
+	app, err := streams.New(s.topology(reg), s.config(user, password, "https://127.0.0.1:1"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	s.running = done
+	var once sync.Once
+	return app, func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				s.t.Errorf("Run: %v", err)
+			}
+		})
+	}
+}
+
+// waitCounts waits until the output topic's last count per word is what
+// the input holds, failing the test after 90 s or when Run ends.
+func (s *secureApp) waitCounts(app *streams.App) map[string]int64 {
+	s.t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		got := map[string]int64{}
+		for _, r := range kafkatest.ConsumeAll(s.t, s.plain, s.out) {
+			n, err := serde.Int64().Deserialize(s.out, r.Value)
+			if err != nil {
+				s.t.Fatal(err)
+			}
+			got[string(r.Key)] = n
+		}
+		if fmt.Sprint(got) == fmt.Sprint(s.want) {
+			return got
+		}
+		select {
+		case err := <-s.running:
+			s.running <- err
+			s.t.Fatalf("Run ended early: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("counts after 90s:\n got %v\nwant %v", got, s.want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // Proof 2 and 3: a wrong password, an untrusted CA, a registry password

@@ -249,3 +249,21 @@ func ConsumeAll(t testing.TB, brokers, topic string) []Record {
 	})
 	return out
 }
+
+// EndOffsets returns the end offset (high watermark) of each partition of
+// topic.
+func EndOffsets(t testing.TB, brokers, topic string) map[int32]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	ends, err := admin(t, brokers).ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		t.Fatalf("kafkatest: end offsets of %q: %v", topic, err)
+	}
+	out := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out
+}

@@ -55,6 +55,9 @@ type Config struct {
 	// NewConsumer and NewProducer make clients (tests may replace them).
 	NewConsumer func(kclient.Config) (kclient.Consumer, error)
 	NewProducer func(kclient.Config) (kclient.Producer, error)
+	// NewReader makes the reader of changelogs being restored (NewConsumer
+	// when nil).
+	NewReader func(kclient.Config) (kclient.Reader, error)
 	// NewAdmin makes an admin client: each thread (and the global reader)
 	// has its own, replaced when it keeps failing.
 	NewAdmin func() (kclient.Admin, error)

@@ -187,7 +187,7 @@ func (th *Thread) stableEnds(ctx context.Context, tps []kclient.TP) (start, end 
 // offsets but are never returned.
 func (th *Thread) restoreStep() error {
 	if th.restorer == nil {
-		c, err := th.cfg.NewConsumer(cloneCfg(th.cfg.Restore))
+		c, err := th.newReader(cloneCfg(th.cfg.Restore))
 		if err != nil {
 			return fmt.Errorf("creating restore consumer: %w", err)
 		}
@@ -288,6 +288,14 @@ func (th *Thread) restoreStep() error {
 		th.setState(ThreadRunning)
 	}
 	return nil
+}
+
+// newReader makes a changelog reader: cfg.NewReader's, else a consumer.
+func (th *Thread) newReader(c kclient.Config) (kclient.Reader, error) {
+	if th.cfg.NewReader != nil {
+		return th.cfg.NewReader(c)
+	}
+	return th.cfg.NewConsumer(c)
 }
 
 // applyRestore writes a target's pending records and its next offset in

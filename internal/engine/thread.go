@@ -39,7 +39,7 @@ type Thread struct {
 
 	consumer kclient.Consumer
 	producer kclient.Producer
-	restorer kclient.Consumer
+	restorer kclient.Reader
 	adm      kclient.Admin // the thread's own; see admin()
 	// guarantee wraps the producer and consumer in what the processing
 	// guarantee does around the records sent between commits.

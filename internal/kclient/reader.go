@@ -1,0 +1,451 @@
+package kclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/eddy-go/eddy/internal/rt"
+	"github.com/eddy-go/eddy/processor"
+)
+
+// Reader reads partitions from given offsets without joining a group: what
+// restoring a store from its changelog needs. A Consumer is one.
+type Reader interface {
+	// Assign sets the partitions to read and the offsets to read them
+	// from (offsets ≥ 0), replacing any earlier assignment.
+	Assign(offsets map[TP]int64) error
+	// Poll returns the next record, or nil when none arrived within
+	// timeout.
+	Poll(timeout time.Duration) (*rt.RawRecord, error)
+	// Position returns the next offsets to read: past every record Poll
+	// returned and every offset that holds nothing to return (transaction
+	// markers, aborted records, compacted gaps) before the next one.
+	Position(tps []TP) (map[TP]int64, error)
+	Close() error
+}
+
+// NewReader makes a Reader for cfg, librdkafka properties. When cfg holds
+// only properties the fetcher understands (servers, client id, isolation
+// level, SASL PLAIN or SCRAM, TLS from PEM files) it is the fetcher: Kafka
+// fetch requests of its own, decoded in Go, the next fetch in flight while
+// the caller works through the last one — librdkafka's consumer hands over
+// one record per cgo call, which caps a restore at about 400k records/s on
+// one core. Any other property (Kerberos, OAuth, a PKCS#12 key store, debug
+// logging...) gives a librdkafka consumer, which knows them all.
+func NewReader(cfg Config) (Reader, error) {
+	fc, ok, err := parseFetchConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return NewConsumer(cfg)
+	}
+	return newFetcher(fc)
+}
+
+// Fetch sizes: a response holds at most fetchMaxBytes, a partition's share
+// at most fetchPartitionBytes; up to fetchQueue partitions' worth of
+// decoded records wait for the caller while the next request is in flight.
+const (
+	fetchMaxBytes       = 8 << 20
+	fetchPartitionBytes = 2 << 20
+	fetchQueue          = 8
+	fetchMaxWait        = 200 * time.Millisecond
+	fetchRequestTimeout = 10 * time.Second
+)
+
+// fetchVersion is the newest Fetch request version the fetcher sends:
+// version 13 names topics by id, 12 still by name.
+const fetchVersion = 12
+
+// fetcher is the Reader that sends its own fetch requests.
+type fetcher struct {
+	cl            *kgo.Client
+	readCommitted bool
+	decompressor  kgo.Decompressor
+
+	mu     sync.Mutex // guards cancel and done against Close racing Assign
+	cancel context.CancelFunc
+	done   chan struct{}
+	chunks chan chunk
+
+	// Owned by the caller's goroutine.
+	cur chunk
+	at  int
+	pos map[TP]int64
+}
+
+// chunk is what one fetch response gave for one partition: its records
+// (possibly none) and the offset to fetch next, or an error to report.
+type chunk struct {
+	tp   TP
+	recs []rt.RawRecord
+	next int64
+	err  error
+}
+
+func newFetcher(fc fetchConfig) (*fetcher, error) {
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(kmsg.Fetch.Int16(), fetchVersion)
+	opts := append(fc.opts, kgo.MaxVersions(versions), kgo.RetryTimeout(fetchRequestTimeout))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating changelog reader: %w", err)
+	}
+	return &fetcher{cl: cl, readCommitted: fc.readCommitted, decompressor: kgo.DefaultDecompressor(), pos: map[TP]int64{}}, nil
+}
+
+func (f *fetcher) Assign(offsets map[TP]int64) error {
+	for tp, off := range offsets {
+		if off < 0 {
+			return fmt.Errorf("reading %s: the changelog reader needs an offset, got %d", tp, off)
+		}
+	}
+	f.stop()
+	f.pos = make(map[TP]int64, len(offsets))
+	next := make(map[TP]int64, len(offsets))
+	for tp, off := range offsets {
+		f.pos[tp], next[tp] = off, off
+	}
+	f.cur, f.at = chunk{}, 0
+	if len(next) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.mu.Lock()
+	f.cancel, f.done, f.chunks = cancel, make(chan struct{}), make(chan chunk, fetchQueue)
+	done, chunks := f.done, f.chunks
+	f.mu.Unlock()
+	go f.run(ctx, next, chunks, done)
+	return nil
+}
+
+// stop ends the fetch loop, if one runs, and waits for it.
+func (f *fetcher) stop() {
+	f.mu.Lock()
+	cancel, done := f.cancel, f.done
+	f.cancel, f.done, f.chunks = nil, nil, nil
+	f.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+func (f *fetcher) Poll(timeout time.Duration) (*rt.RawRecord, error) {
+	var expire <-chan time.Time
+	for {
+		if f.at < len(f.cur.recs) {
+			r := &f.cur.recs[f.at]
+			f.at++
+			if f.at == len(f.cur.recs) {
+				f.pos[f.cur.tp] = f.cur.next
+			}
+			return r, nil
+		}
+		if f.chunks == nil {
+			return nil, nil
+		}
+		var c chunk
+		select {
+		case c = <-f.chunks:
+		default:
+			if expire == nil {
+				t := time.NewTimer(timeout)
+				defer t.Stop()
+				expire = t.C
+			}
+			select {
+			case c = <-f.chunks:
+			case <-expire:
+				return nil, nil
+			}
+		}
+		if c.err != nil {
+			return nil, c.err
+		}
+		f.cur, f.at = c, 0
+		if len(c.recs) == 0 {
+			f.pos[c.tp] = c.next
+		}
+	}
+}
+
+func (f *fetcher) Position(tps []TP) (map[TP]int64, error) {
+	out := make(map[TP]int64, len(tps))
+	for _, tp := range tps {
+		off, ok := f.pos[tp]
+		if !ok {
+			return nil, fmt.Errorf("position of %s: not assigned", tp)
+		}
+		out[tp] = off
+	}
+	return out, nil
+}
+
+func (f *fetcher) Close() error {
+	f.stop()
+	f.cl.Close()
+	return nil
+}
+
+// run fetches from each partition's leader until ctx ends, handing each
+// partition's share of a response to the caller in order. Errors are
+// handed over too (one per failed round, then a pause that grows to a
+// second): transient ones for the caller to report while the loop goes on,
+// others for it to give up on.
+func (f *fetcher) run(ctx context.Context, next map[TP]int64, chunks chan<- chunk, done chan struct{}) {
+	defer close(done)
+	var leaders map[TP]int32
+	pause := 50 * time.Millisecond
+	fail := func(err error) bool {
+		select {
+		case chunks <- chunk{err: err}:
+		case <-ctx.Done():
+			return false
+		}
+		t := time.NewTimer(pause)
+		defer t.Stop()
+		pause = min(2*pause, time.Second)
+		select {
+		case <-t.C:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for ctx.Err() == nil {
+		if leaders == nil {
+			l, err := f.leaders(ctx, next)
+			if err != nil {
+				if !fail(err) {
+					return
+				}
+				continue
+			}
+			leaders = l
+		}
+		byLeader := map[int32][]TP{}
+		for tp := range next {
+			byLeader[leaders[tp]] = append(byLeader[leaders[tp]], tp)
+		}
+		resps := make([]fetchResult, 0, len(byLeader))
+		var wg sync.WaitGroup
+		var rmu sync.Mutex
+		for leader, tps := range byLeader {
+			wg.Go(func() {
+				resp, err := f.fetch(ctx, leader, tps, next)
+				rmu.Lock()
+				resps = append(resps, fetchResult{resp, err})
+				rmu.Unlock()
+			})
+		}
+		wg.Wait()
+		var failed error
+		for _, r := range resps {
+			if r.err != nil {
+				failed = r.err
+				continue
+			}
+			for _, t := range r.resp.Topics {
+				for i := range t.Partitions {
+					p := &t.Partitions[i]
+					tp := TP{Topic: t.Topic, Partition: p.Partition}
+					from, ok := next[tp]
+					if !ok {
+						continue
+					}
+					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+						failed = partitionErr(tp, from, err)
+						continue
+					}
+					fp, to := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+						Offset: from, IsolationLevel: f.isolation(), Topic: tp.Topic, Partition: tp.Partition,
+					}, p, f.decompressor, nil)
+					if fp.Err != nil {
+						failed = fmt.Errorf("reading %s at offset %d: %w", tp, from, fp.Err)
+						continue
+					}
+					if to <= from && len(fp.Records) == 0 {
+						continue
+					}
+					next[tp] = to
+					select {
+					case chunks <- chunk{tp: tp, recs: rawRecords(fp.Records), next: to}:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		}
+		if failed != nil {
+			leaders = nil // look the leaders up again: one may have moved
+			if !fail(failed) {
+				return
+			}
+			continue
+		}
+		pause = 50 * time.Millisecond
+	}
+}
+
+type fetchResult struct {
+	resp *kmsg.FetchResponse
+	err  error
+}
+
+func (f *fetcher) isolation() kgo.IsolationLevel {
+	if f.readCommitted {
+		return kgo.ReadCommitted()
+	}
+	return kgo.ReadUncommitted()
+}
+
+// fetch sends one fetch request for tps to their leader.
+func (f *fetcher) fetch(ctx context.Context, leader int32, tps []TP, next map[TP]int64) (*kmsg.FetchResponse, error) {
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis = int32(fetchMaxWait.Milliseconds())
+	req.MinBytes = 1
+	req.MaxBytes = fetchMaxBytes
+	if f.readCommitted {
+		req.IsolationLevel = 1
+	}
+	byTopic := map[string]int{}
+	for _, tp := range tps {
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[tp.Topic] = i
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = tp.Topic
+			req.Topics = append(req.Topics, rt)
+		}
+		p := kmsg.NewFetchRequestTopicPartition()
+		p.Partition = tp.Partition
+		p.FetchOffset = next[tp]
+		p.PartitionMaxBytes = fetchPartitionBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	rctx, cancel := context.WithTimeout(ctx, fetchRequestTimeout)
+	defer cancel()
+	resp, err := f.cl.Broker(int(leader)).RetriableRequest(rctx, req)
+	if err != nil {
+		return nil, fetchErr(fmt.Sprintf("fetching from broker %d", leader), err)
+	}
+	return resp.(*kmsg.FetchResponse), nil
+}
+
+// leaders looks up the leader of every partition in next.
+func (f *fetcher) leaders(ctx context.Context, next map[TP]int64) (map[TP]int32, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	seen := map[string]bool{}
+	for tp := range next {
+		if !seen[tp.Topic] {
+			seen[tp.Topic] = true
+			t := kmsg.NewMetadataRequestTopic()
+			t.Topic = kmsg.StringPtr(tp.Topic)
+			req.Topics = append(req.Topics, t)
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, fetchRequestTimeout)
+	defer cancel()
+	resp, err := req.RequestWith(rctx, f.cl)
+	if err != nil {
+		return nil, fetchErr("looking up partition leaders", err)
+	}
+	out := make(map[TP]int32, len(next))
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			return nil, partitionErr(TP{Topic: *t.Topic, Partition: -1}, -1, err)
+		}
+		for _, p := range t.Partitions {
+			tp := TP{Topic: *t.Topic, Partition: p.Partition}
+			if _, ok := next[tp]; !ok {
+				continue
+			}
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil && p.Leader < 0 {
+				return nil, partitionErr(tp, -1, err)
+			}
+			out[tp] = p.Leader
+		}
+	}
+	for tp := range next {
+		if l, ok := out[tp]; !ok || l < 0 {
+			return nil, fmt.Errorf("%w: no leader known for %s", ErrTransient, tp)
+		}
+	}
+	return out, nil
+}
+
+// partitionErr classifies an error the brokers gave for one partition (or,
+// with partition -1, a whole topic).
+func partitionErr(tp TP, offset int64, err error) error {
+	where := tp.String()
+	if tp.Partition < 0 {
+		where = fmt.Sprintf("topic %q", tp.Topic)
+	}
+	if offset >= 0 {
+		where = fmt.Sprintf("%s at offset %d", where, offset)
+	}
+	var ke *kerr.Error
+	switch {
+	case errors.Is(err, kerr.TopicAuthorizationFailed):
+		return fmt.Errorf("%w: READ on topic %q is denied (grant the ACLs in the README's Security section): %v", ErrAuthorization, tp.Topic, err)
+	case errors.Is(err, kerr.OffsetOutOfRange):
+		return fmt.Errorf("reading %s: the offset is no longer in the partition (deleted or truncated while reading): %w", where, err)
+	case errors.As(err, &ke) && ke.Retriable, errors.Is(err, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("%w: reading %s: %w", ErrTransient, where, err)
+	}
+	return fmt.Errorf("reading %s: %w", where, err)
+}
+
+// fetchErr classifies an error of a whole request.
+func fetchErr(what string, err error) error {
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.IllegalSaslState),
+		errors.Is(err, kerr.UnsupportedSaslMechanism):
+		return fmt.Errorf("%w (check sasl.mechanism, sasl.username and sasl.password): %s: %v", ErrAuthentication, what, err)
+	case isTLSVerifyErr(err):
+		return fmt.Errorf("%w: TLS handshake with the broker failed (check ssl.ca.location and the broker's certificate): %s: %v", ErrAuthentication, what, err)
+	case errors.Is(err, kerr.ClusterAuthorizationFailed), errors.Is(err, kerr.TopicAuthorizationFailed):
+		return fmt.Errorf("%w: %s is denied (grant the ACLs in the README's Security section): %v", ErrAuthorization, what, err)
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) && !ke.Retriable {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	// Connection failures, timeouts, brokers away or moving: the loop
+	// tries again.
+	return fmt.Errorf("%w: %s: %w", ErrTransient, what, err)
+}
+
+// rawRecords converts a fetch's records, in one allocation; keys and
+// values stay in the response's buffer.
+func rawRecords(recs []*kgo.Record) []rt.RawRecord {
+	out := make([]rt.RawRecord, len(recs))
+	for i, r := range recs {
+		out[i] = rt.RawRecord{
+			Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+			Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(),
+		}
+		if len(r.Headers) > 0 {
+			hs := make(processor.Headers, len(r.Headers))
+			for j, h := range r.Headers {
+				hs[j] = processor.Header{Key: h.Key, Value: h.Value}
+			}
+			out[i].Headers = hs
+		}
+	}
+	return out
+}
