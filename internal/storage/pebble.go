@@ -119,11 +119,14 @@ func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 			po.Levels[i].FilterPolicy = bloom.FilterPolicy(opts.BloomBitsPerKey)
 		}
 	}
+	gate := newCompactionGate()
+	po.Experimental.CompactionScheduler = gate
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		cache.Unref()
 		return nil, fmt.Errorf("stores: opening pebble in %s: %w", dir, err)
 	}
+	gate.openUp()
 	return &Pebble{db: db, cache: cache, memtables: int64(opts.MemTableSize) * pebbleMemTables,
 		blockCache: opts.Memory - int64(opts.MemTableSize)*pebbleMemTables, stalls: stalls}, nil
 }

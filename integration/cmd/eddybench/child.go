@@ -17,6 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
 	"github.com/eddy-go/eddy/serde"
 	"github.com/eddy-go/eddy/streams"
 	"github.com/eddy-go/eddy/topology"
@@ -59,7 +62,17 @@ func child(args []string) {
 			cc[k] = v
 		}
 	}
+	logger := zap.NewNop()
+	if path := os.Getenv("EDDYBENCH_LOG"); path != "" {
+		// Every child appends to one file: for timelines, not for timing.
+		f := must(os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644))
+		enc := zap.NewDevelopmentEncoderConfig()
+		logger = zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(f), zapcore.InfoLevel)).
+			With(zap.Int("pid", os.Getpid()))
+		logger.Info("child started", zap.Strings("args", args))
+	}
 	a := must(streams.New(buildTopology(*wl, inputs, *out), streams.Config{
+		Logger:        logger,
 		ApplicationID: *app, BootstrapServers: *brokers, Guarantee: guarantee, StateDir: *state,
 		CommitInterval: commit, Metrics: reg, ClientConfig: cc,
 		StateListener: func(_, s streams.State) {
