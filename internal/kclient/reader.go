@@ -406,7 +406,7 @@ func partitionErr(tp TP, offset int64, err error) error {
 	var ke *kerr.Error
 	switch {
 	case errors.Is(err, kerr.TopicAuthorizationFailed):
-		return fmt.Errorf("%w: READ on topic %q is denied (grant the ACLs in the README's Security section): %v", ErrAuthorization, tp.Topic, err)
+		return deniedErr(fmt.Sprintf("READ on topic %q", tp.Topic), err)
 	case errors.Is(err, kerr.OffsetOutOfRange):
 		return fmt.Errorf("reading %s: the offset is no longer in the partition (deleted or truncated while reading): %w", where, err)
 	case errors.As(err, &ke) && ke.Retriable, errors.Is(err, kerr.UnknownTopicOrPartition):
@@ -420,11 +420,11 @@ func fetchErr(what string, err error) error {
 	switch {
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.IllegalSaslState),
 		errors.Is(err, kerr.UnsupportedSaslMechanism):
-		return fmt.Errorf("%w (check sasl.mechanism, sasl.username and sasl.password): %s: %v", ErrAuthentication, what, err)
+		return credentialsErr(what + ": " + err.Error())
 	case isTLSVerifyErr(err):
-		return fmt.Errorf("%w: TLS handshake with the broker failed (check ssl.ca.location and the broker's certificate): %s: %v", ErrAuthentication, what, err)
+		return tlsErr(what + ": " + err.Error())
 	case errors.Is(err, kerr.ClusterAuthorizationFailed), errors.Is(err, kerr.TopicAuthorizationFailed):
-		return fmt.Errorf("%w: %s is denied (grant the ACLs in the README's Security section): %v", ErrAuthorization, what, err)
+		return deniedErr(what, err)
 	}
 	var ke *kerr.Error
 	if errors.As(err, &ke) && !ke.Retriable {

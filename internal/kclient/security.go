@@ -39,9 +39,9 @@ func authentication(err error) error {
 	}
 	switch kerr.Code() {
 	case kafka.ErrAuthentication, kafka.ErrSaslAuthenticationFailed:
-		return fmt.Errorf("%w (check sasl.mechanism, sasl.username and sasl.password): %v", ErrAuthentication, kerr)
+		return credentialsErr(kerr)
 	case kafka.ErrSsl:
-		return fmt.Errorf("%w: TLS handshake with the broker failed (check ssl.ca.location and the broker's certificate): %v", ErrAuthentication, kerr)
+		return tlsErr(kerr)
 	}
 	return nil
 }
@@ -57,9 +57,24 @@ func authorization(err error, op string) error {
 	switch kerr.Code() {
 	case kafka.ErrTopicAuthorizationFailed, kafka.ErrGroupAuthorizationFailed,
 		kafka.ErrClusterAuthorizationFailed, kafka.ErrTransactionalIDAuthorizationFailed:
-		return fmt.Errorf("%w: %s is denied (grant the ACLs in the README's Security section): %v", ErrAuthorization, op, kerr)
+		return deniedErr(op, kerr)
 	}
 	return nil
+}
+
+// credentialsErr is the error of refused SASL credentials; tlsErr of a
+// failed TLS handshake; deniedErr of an operation the ACLs deny (op as
+// Kafka's ACLs name it). Every client's failures read the same.
+func credentialsErr(cause any) error {
+	return fmt.Errorf("%w (check sasl.mechanism, sasl.username and sasl.password): %v", ErrAuthentication, cause)
+}
+
+func tlsErr(cause any) error {
+	return fmt.Errorf("%w: TLS handshake with the broker failed (check ssl.ca.location and the broker's certificate): %v", ErrAuthentication, cause)
+}
+
+func deniedErr(op string, cause any) error {
+	return fmt.Errorf("%w: %s is denied (grant the ACLs in the README's Security section): %v", ErrAuthorization, op, cause)
 }
 
 // security is authentication, then authorization, else nil.
