@@ -3,9 +3,11 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-go/eddy/integration/kafkatest"
@@ -22,41 +24,7 @@ import (
 func TestChangelogReaderSkipsAbortedRecordsAndMarkers(t *testing.T) {
 	brokers := realBroker(t)
 	topic := kafkatest.UniqueName(t, "reader")
-	kafkatest.CreateTopic(t, brokers, topic, 2, map[string]string{"cleanup.policy": "compact"})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.TransactionalID(topic+"-txn"), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx := context.Background()
-	type want struct{ committed, all []string }
-	wants := map[int32]*want{0: {}, 1: {}}
-	txn := func(tag string, n int, commit bool) {
-		t.Helper()
-		if err := cl.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		for i := range n {
-			p := int32(i % 2)
-			v := fmt.Sprintf("%s-%d", tag, i)
-			if err := cl.ProduceSync(ctx, &kgo.Record{Partition: p, Key: []byte(v), Value: []byte(v)}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-			wants[p].all = append(wants[p].all, v)
-			if commit {
-				wants[p].committed = append(wants[p].committed, v)
-			}
-		}
-		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	txn("a", 2000, true)
-	txn("b", 500, false)
-	txn("c", 100, true)
-	txn("d", 40, false) // the last one aborted: the end is an abort marker
-	ends := kafkatest.EndOffsets(t, brokers, topic)
+	wants, ends := transactionalTopic(t, brokers, topic, map[string]string{"cleanup.policy": "compact"})
 
 	read := func(iso string, from map[int32]int64) (map[int32][]string, map[int32]int64) {
 		t.Helper()
@@ -129,5 +97,215 @@ func TestChangelogReaderSkipsAbortedRecordsAndMarkers(t *testing.T) {
 	got, _ = read("read_committed", map[int32]int64{0: 700})
 	if w := wants[0].committed[700:]; fmt.Sprint(got[0]) != fmt.Sprint(w) {
 		t.Errorf("from offset 700: %d records, want %d", len(got[0]), len(w))
+	}
+}
+
+// txnRecords are the values a partition of transactionalTopic holds: all
+// of them, and those of committed transactions.
+type txnRecords struct{ committed, all []string }
+
+// transactionalTopic creates a 2-partition topic (with configs) and writes four
+// transactions to it, the second and the last aborted (the end of each
+// partition is an abort marker); it returns each partition's records and
+// its end offset.
+func transactionalTopic(t *testing.T, brokers, topic string, configs map[string]string) (map[int32]*txnRecords, map[int32]int64) {
+	t.Helper()
+	kafkatest.CreateTopic(t, brokers, topic, 2, configs)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.TransactionalID(topic+"-txn"), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	wants := map[int32]*txnRecords{0: {}, 1: {}}
+	txn := func(tag string, n int, commit bool) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			p := int32(i % 2)
+			v := fmt.Sprintf("%s-%d", tag, i)
+			if err := cl.ProduceSync(ctx, &kgo.Record{Partition: p, Key: []byte(v), Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			wants[p].all = append(wants[p].all, v)
+			if commit {
+				wants[p].committed = append(wants[p].committed, v)
+			}
+		}
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn("a", 2000, true)
+	txn("b", 500, false)
+	txn("c", 100, true)
+	txn("d", 40, false) // the last one aborted: the end is an abort marker
+	return wants, kafkatest.EndOffsets(t, brokers, topic)
+}
+
+// TestGroupConsumerFetchesWhereTheGroupLeftOff: a stream thread's consumer
+// (librdkafka keeps the group membership, eddy's fetcher reads the
+// records) starts each partition at the group's committed offset, or where
+// auto.offset.reset says when none is committed; reads committed records
+// only, in offset order; reports positions past
+// the transaction markers and the brokers' high watermarks; and follows
+// Seek, Pause and Resume. An offset no longer in the partition is reset as
+// auto.offset.reset says, and said.
+func TestGroupConsumerFetchesWhereTheGroupLeftOff(t *testing.T) {
+	brokers := realBroker(t)
+	topic := kafkatest.UniqueName(t, "groupfetch")
+	wants, ends := transactionalTopic(t, brokers, topic, nil) // not compacted: records get deleted below
+	group := topic + "-group"
+	ctx := context.Background()
+	cl := kafkatest.Client(t, brokers)
+	adm := kadm.NewClient(cl)
+	var commit kadm.Offsets
+	commit.AddOffset(topic, 0, 700, -1)
+	if err := adm.CommitAllOffsets(ctx, group, commit); err != nil {
+		t.Fatal(err)
+	}
+
+	g, err := kclient.NewGroupConsumer(kclient.Config{
+		"bootstrap.servers": brokers, "group.id": group, "enable.auto.commit": false,
+		"auto.offset.reset": "earliest", "isolation.level": "read_committed",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	tp0, tp1 := kclient.TP{Topic: topic, Partition: 0}, kclient.TP{Topic: topic, Partition: 1}
+	tps := []kclient.TP{tp0, tp1}
+	assigned := false
+	err = g.Subscribe([]string{topic}, func(rb kclient.Rebalance) error {
+		if len(rb.Assigned) > 0 {
+			// As a stream thread does, before it processes.
+			if _, _, err := g.Committed(ctx, rb.Assigned); err != nil {
+				return err
+			}
+			assigned = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// read polls until every partition of want reached its end, returning
+	// each partition's values and how many resets Poll reported.
+	read := func(want map[kclient.TP]int64) (map[int32][]string, int) {
+		t.Helper()
+		got := map[int32][]string{}
+		last := map[int32]int64{0: -1, 1: -1}
+		resets := 0
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			rec, err := g.Poll(50 * time.Millisecond)
+			if err != nil {
+				if !strings.Contains(err.Error(), "auto.offset.reset") {
+					t.Fatalf("Poll: %v", err)
+				}
+				resets++
+				continue
+			}
+			if rec != nil {
+				if _, ok := want[kclient.TP{Topic: rec.Topic, Partition: rec.Partition}]; !ok {
+					t.Fatalf("a record of partition %d, which is paused", rec.Partition)
+				}
+				if rec.Offset <= last[rec.Partition] {
+					t.Fatalf("partition %d: offset %d after %d", rec.Partition, rec.Offset, last[rec.Partition])
+				}
+				last[rec.Partition] = rec.Offset
+				got[rec.Partition] = append(got[rec.Partition], string(rec.Value))
+				continue
+			}
+			if !assigned {
+				if time.Now().After(deadline) {
+					t.Fatal("no assignment within 60s")
+				}
+				continue
+			}
+			pos, err := g.Position(tps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := true
+			for tp, end := range want {
+				if pos[tp] > end {
+					t.Fatalf("%s: position %d past the end %d", tp, pos[tp], end)
+				}
+				done = done && pos[tp] == end
+			}
+			if done {
+				return got, resets
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("position %v, want %v after 60s", pos, want)
+			}
+		}
+	}
+	end := map[kclient.TP]int64{tp0: ends[0], tp1: ends[1]}
+	got, _ := read(end)
+	if w := wants[0].committed[700:]; fmt.Sprint(got[0]) != fmt.Sprint(w) {
+		t.Errorf("partition 0 (committed at 700): %d records, want the %d committed after it", len(got[0]), len(w))
+	}
+	if w := wants[1].committed; fmt.Sprint(got[1]) != fmt.Sprint(w) {
+		t.Errorf("partition 1 (nothing committed, earliest): %d records, want the %d committed", len(got[1]), len(w))
+	}
+	for _, tp := range tps {
+		if hw := g.HighWatermark(tp); hw != ends[tp.Partition] {
+			t.Errorf("%s: high watermark %d, want %d", tp, hw, ends[tp.Partition])
+		}
+	}
+
+	// Partition 0 paused and sought back to its start, partition 1 read
+	// again from its start: only partition 1 is read.
+	if err := g.Pause([]kclient.TP{tp0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Seek(tp0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Seek(tp1, 0); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = read(map[kclient.TP]int64{tp1: ends[1]})
+	if w := wants[1].committed; fmt.Sprint(got[1]) != fmt.Sprint(w) {
+		t.Errorf("partition 1 sought to 0: %d records, want %d", len(got[1]), len(w))
+	}
+	if pos, _ := g.Position([]kclient.TP{tp0}); pos[tp0] != 0 {
+		t.Errorf("paused partition 0 sought to 0: position %d", pos[tp0])
+	}
+	// Resumed, partition 0 is read from where it was sought to.
+	if err := g.Resume([]kclient.TP{tp0}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = read(end)
+	if w := wants[0].committed; fmt.Sprint(got[0]) != fmt.Sprint(w) {
+		t.Errorf("partition 0 resumed at 0: %d records, want %d", len(got[0]), len(w))
+	}
+	if len(got[1]) != 0 {
+		t.Errorf("partition 1 at its end: %d more records", len(got[1]))
+	}
+
+	// Records before offset 600 deleted, partition 1 sought to 10: reset to
+	// the log start, 600, and said.
+	res, err := adm.DeleteRecords(ctx, kadm.Offsets{topic: {1: {Topic: topic, Partition: 1, At: 600}}})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Seek(tp1, 10); err != nil {
+		t.Fatal(err)
+	}
+	got, resets := read(end)
+	if resets != 1 {
+		t.Errorf("offset 10 deleted: %d resets reported, want 1", resets)
+	}
+	if w := wants[1].committed[600:]; fmt.Sprint(got[1]) != fmt.Sprint(w) {
+		t.Errorf("partition 1 reset to 600: %d records, want the %d from there", len(got[1]), len(w))
 	}
 }

@@ -282,6 +282,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		Metrics:            a.metrics,
 		OnState:            a.onThreadState,
 		NewConsumer:        kclient.NewConsumer,
+		NewGroupConsumer:   kclient.NewGroupConsumer,
 		NewReader:          kclient.NewReader,
 		NewProducer:        kclient.NewProducer,
 		NewAdmin:           func() (kclient.Admin, error) { return kclient.NewAdmin(a.clientConfig(a.adminConfig())) },

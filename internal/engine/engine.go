@@ -55,6 +55,9 @@ type Config struct {
 	// NewConsumer and NewProducer make clients (tests may replace them).
 	NewConsumer func(kclient.Config) (kclient.Consumer, error)
 	NewProducer func(kclient.Config) (kclient.Producer, error)
+	// NewGroupConsumer makes a stream thread's consumer (NewConsumer when
+	// nil).
+	NewGroupConsumer func(kclient.Config) (kclient.Consumer, error)
 	// NewReader makes the reader of changelogs being restored (NewConsumer
 	// when nil).
 	NewReader func(kclient.Config) (kclient.Reader, error)

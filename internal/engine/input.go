@@ -39,8 +39,9 @@ func (p *partition) pop() *rt.RawRecord {
 
 // poll moves records from the consumer into the partition buffers. The
 // buffers are bounded as a whole (MaxBufferedRecords per partition): while
-// they are full the thread does not poll, and librdkafka, whose own queue
-// is bounded (queued.max.messages.kbytes), stops fetching. Pausing single
+// they are full the thread does not poll, and the consumer, whose own queue
+// is bounded (the fetcher's few partition shares, or librdkafka's
+// queued.max.messages.kbytes), stops fetching. Pausing single
 // partitions would make librdkafka drop what it prefetched for them and
 // fetch it again on resume — measured: it cut throughput by an order of
 // magnitude — so partitions are paused only while their task restores.

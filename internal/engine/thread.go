@@ -179,7 +179,11 @@ func (th *Thread) session(ctx context.Context) (err error) {
 	if th.cfg.InstanceID != "" {
 		ccfg["group.instance.id"] = fmt.Sprintf("%s-%d", th.cfg.InstanceID, th.idx)
 	}
-	if th.consumer, err = th.cfg.NewConsumer(ccfg); err != nil {
+	newConsumer := th.cfg.NewConsumer
+	if th.cfg.NewGroupConsumer != nil {
+		newConsumer = th.cfg.NewGroupConsumer
+	}
+	if th.consumer, err = newConsumer(ccfg); err != nil {
 		th.producer.Close()
 		return fmt.Errorf("creating consumer: %w", err)
 	}

@@ -112,6 +112,13 @@ func (c *consumer) unreadable() []string {
 }
 
 func (c *consumer) Subscribe(topics []string, onRebalance func(Rebalance) error) error {
+	return c.subscribe(topics, onRebalance, nil, nil)
+}
+
+// subscribe joins the group; assigned, when set, runs once librdkafka was
+// given an assignment and before onRebalance hears of it, revoked after
+// onRebalance heard of a revocation and librdkafka let the partitions go.
+func (c *consumer) subscribe(topics []string, onRebalance func(Rebalance) error, assigned func([]kafka.TopicPartition) error, revoked func()) error {
 	c.subscribed = true
 	return c.c.SubscribeTopics(topics, func(kc *kafka.Consumer, ev kafka.Event) error {
 		switch e := ev.(type) {
@@ -123,6 +130,11 @@ func (c *consumer) Subscribe(topics []string, onRebalance func(Rebalance) error)
 			if err := kc.Assign(e.Partitions); err != nil {
 				return err
 			}
+			if assigned != nil {
+				if err := assigned(e.Partitions); err != nil {
+					return err
+				}
+			}
 			return onRebalance(Rebalance{Assigned: tps})
 		case kafka.RevokedPartitions:
 			tps := make([]TP, len(e.Partitions))
@@ -132,6 +144,9 @@ func (c *consumer) Subscribe(topics []string, onRebalance func(Rebalance) error)
 			err := onRebalance(Rebalance{Revoked: tps, Lost: kc.AssignmentLost()})
 			if uerr := kc.Unassign(); err == nil {
 				err = uerr
+			}
+			if revoked != nil {
+				revoked()
 			}
 			return err
 		}

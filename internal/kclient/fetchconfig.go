@@ -18,12 +18,13 @@ import (
 type fetchConfig struct {
 	opts          []kgo.Opt
 	readCommitted bool
+	reset         resetPolicy // auto.offset.reset (librdkafka's default: the end)
 }
 
 // fetchIgnored are librdkafka properties that only tune librdkafka's own
 // consumer, its group or its logging: the fetcher has no use for them.
 var fetchIgnored = map[string]bool{
-	"group.id": true, "enable.auto.commit": true, "enable.auto.offset.store": true, "auto.offset.reset": true,
+	"group.id": true, "enable.auto.commit": true, "enable.auto.offset.store": true,
 	"log_level": true, "fetch.queue.backoff.ms": true, "queued.min.messages": true,
 	"queued.max.messages.kbytes": true, "fetch.wait.max.ms": true, "fetch.min.bytes": true,
 	"fetch.max.bytes": true, "max.partition.fetch.bytes": true, "fetch.message.max.bytes": true,
@@ -56,6 +57,7 @@ func parseFetchConfig(cfg Config) (fc fetchConfig, ok bool, err error) {
 	}
 	verify, hostnames := true, true
 	var caPEM, certPEM, keyPEM []byte
+	fc.reset = resetLatest
 	for k := range cfg {
 		switch k {
 		case "bootstrap.servers":
@@ -70,6 +72,15 @@ func parseFetchConfig(cfg Config) (fc fetchConfig, ok bool, err error) {
 			}
 		case "client.id":
 			fc.opts = append(fc.opts, kgo.ClientID(str(k)))
+		case "auto.offset.reset":
+			switch strings.ToLower(str(k)) {
+			case "earliest", "smallest", "beginning":
+				fc.reset = resetEarliest
+			case "latest", "largest", "end":
+				fc.reset = resetLatest
+			default: // "error": librdkafka's to report
+				return fc, false, nil
+			}
 		case "isolation.level":
 			switch str(k) {
 			case "read_committed":

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -76,26 +77,57 @@ type fetcher struct {
 	cl            *kgo.Client
 	readCommitted bool
 	decompressor  kgo.Decompressor
+	// reset, when set, is where a partition starts whose offset is
+	// negative or no longer in the log (auto.offset.reset): what a group
+	// member needs. Without it such an offset is an error (a changelog
+	// being restored).
+	reset resetPolicy
+	// own: every record's key and value are copied out of the fetch
+	// response, as librdkafka's consumer hands them over — records a
+	// stream thread processes may be kept by the user's code, which must
+	// not pin a whole response. A restore writes them to its store at
+	// once and needs no copy.
+	own bool
 
 	mu     sync.Mutex // guards cancel and done against Close racing Assign
 	cancel context.CancelFunc
 	done   chan struct{}
 	chunks chan chunk
 
-	// Owned by the caller's goroutine.
+	// Owned by the caller's goroutine: the chunk being read (its records
+	// before at were returned), the position of every assigned partition
+	// as of the last chunk taken, and high watermarks from the responses.
 	cur chunk
 	at  int
 	pos map[TP]int64
+	hwm map[TP]int64
 }
 
 // chunk is what one fetch response gave for one partition: its records
-// (possibly none) and the offset to fetch next, or an error to report.
+// (possibly none), the offset to fetch next and the partition's high
+// watermark, or an error to report.
 type chunk struct {
 	tp   TP
 	recs []rt.RawRecord
 	next int64
+	hwm  int64
 	err  error
 }
+
+// resetPolicy is auto.offset.reset: where reading starts when there is no
+// valid offset to start from.
+type resetPolicy int8
+
+const (
+	resetNone     resetPolicy = iota // an error
+	resetEarliest                    // the partition's log start
+	resetLatest                      // its end
+)
+
+// offsetEarliest, given to Assign, starts a partition at its log start
+// whatever the reset policy; any other negative offset starts it as the
+// policy says.
+const offsetEarliest = -2
 
 func newFetcher(fc fetchConfig) (*fetcher, error) {
 	versions := kversion.Stable()
@@ -105,12 +137,13 @@ func newFetcher(fc fetchConfig) (*fetcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating changelog reader: %w", err)
 	}
-	return &fetcher{cl: cl, readCommitted: fc.readCommitted, decompressor: kgo.DefaultDecompressor(), pos: map[TP]int64{}}, nil
+	return &fetcher{cl: cl, readCommitted: fc.readCommitted, decompressor: kgo.DefaultDecompressor(),
+		pos: map[TP]int64{}, hwm: map[TP]int64{}}, nil
 }
 
 func (f *fetcher) Assign(offsets map[TP]int64) error {
 	for tp, off := range offsets {
-		if off < 0 {
+		if off < 0 && f.reset == resetNone {
 			return fmt.Errorf("reading %s: the changelog reader needs an offset, got %d", tp, off)
 		}
 	}
@@ -119,6 +152,11 @@ func (f *fetcher) Assign(offsets map[TP]int64) error {
 	next := make(map[TP]int64, len(offsets))
 	for tp, off := range offsets {
 		f.pos[tp], next[tp] = off, off
+	}
+	for tp := range f.hwm {
+		if _, ok := offsets[tp]; !ok {
+			delete(f.hwm, tp)
+		}
 	}
 	f.cur, f.at = chunk{}, 0
 	if len(next) == 0 {
@@ -163,6 +201,9 @@ func (f *fetcher) Poll(timeout time.Duration) (*rt.RawRecord, error) {
 		select {
 		case c = <-f.chunks:
 		default:
+			if timeout <= 0 {
+				return nil, nil
+			}
 			if expire == nil {
 				t := time.NewTimer(timeout)
 				defer t.Stop()
@@ -178,6 +219,7 @@ func (f *fetcher) Poll(timeout time.Duration) (*rt.RawRecord, error) {
 			return nil, c.err
 		}
 		f.cur, f.at = c, 0
+		f.hwm[c.tp] = c.hwm
 		if len(c.recs) == 0 {
 			f.pos[c.tp] = c.next
 		}
@@ -187,13 +229,33 @@ func (f *fetcher) Poll(timeout time.Duration) (*rt.RawRecord, error) {
 func (f *fetcher) Position(tps []TP) (map[TP]int64, error) {
 	out := make(map[TP]int64, len(tps))
 	for _, tp := range tps {
-		off, ok := f.pos[tp]
+		off, ok := f.position(tp)
 		if !ok {
 			return nil, fmt.Errorf("position of %s: not assigned", tp)
 		}
 		out[tp] = off
 	}
 	return out, nil
+}
+
+// position is tp's next offset to read: past the records Poll returned
+// (within the chunk being read, past the last one returned). A partition
+// whose start offset is not resolved yet has the negative offset it was
+// assigned.
+func (f *fetcher) position(tp TP) (int64, bool) {
+	if f.at > 0 && f.at < len(f.cur.recs) && f.cur.tp == tp {
+		return f.cur.recs[f.at-1].Offset + 1, true
+	}
+	off, ok := f.pos[tp]
+	return off, ok
+}
+
+// highWatermark is tp's end as the last response taken said (-1 unknown).
+func (f *fetcher) highWatermark(tp TP) int64 {
+	if h, ok := f.hwm[tp]; ok {
+		return h
+	}
+	return -1
 }
 
 func (f *fetcher) Close() error {
@@ -228,6 +290,12 @@ func (f *fetcher) run(ctx context.Context, next map[TP]int64, chunks chan<- chun
 		}
 	}
 	for ctx.Err() == nil {
+		if err := f.resolve(ctx, next, nil); err != nil {
+			if !fail(err) {
+				return
+			}
+			continue
+		}
 		if leaders == nil {
 			l, err := f.leaders(ctx, next)
 			if err != nil {
@@ -255,6 +323,7 @@ func (f *fetcher) run(ctx context.Context, next map[TP]int64, chunks chan<- chun
 		}
 		wg.Wait()
 		var failed error
+		var outOfRange []TP
 		for _, r := range resps {
 			if r.err != nil {
 				failed = r.err
@@ -269,6 +338,10 @@ func (f *fetcher) run(ctx context.Context, next map[TP]int64, chunks chan<- chun
 						continue
 					}
 					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+						if errors.Is(err, kerr.OffsetOutOfRange) && f.reset != resetNone {
+							outOfRange = append(outOfRange, tp)
+							continue
+						}
 						failed = partitionErr(tp, from, err)
 						continue
 					}
@@ -284,7 +357,23 @@ func (f *fetcher) run(ctx context.Context, next map[TP]int64, chunks chan<- chun
 					}
 					next[tp] = to
 					select {
-					case chunks <- chunk{tp: tp, recs: rawRecords(fp.Records), next: to}:
+					case chunks <- chunk{tp: tp, recs: rawRecords(fp.Records, f.own), next: to, hwm: p.HighWatermark}:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		}
+		if len(outOfRange) > 0 {
+			// Reset as auto.offset.reset says, and say so (librdkafka's
+			// consumer reports such a reset as an error event too).
+			from := maps.Clone(next)
+			if err := f.resolve(ctx, next, outOfRange); err != nil {
+				failed = err
+			} else {
+				for _, tp := range outOfRange {
+					select {
+					case chunks <- chunk{err: fmt.Errorf("reading %s: offset %d is not in the partition; reset to offset %d (auto.offset.reset)", tp, from[tp], next[tp])}:
 					case <-ctx.Done():
 						return
 					}
@@ -300,6 +389,78 @@ func (f *fetcher) run(ctx context.Context, next map[TP]int64, chunks chan<- chun
 		}
 		pause = 50 * time.Millisecond
 	}
+}
+
+// resolve replaces, in next, every negative offset and the offsets of
+// reset (out of range) by the offsets they stand for: the log start for
+// offsetEarliest, else the start or the end as the reset policy says.
+func (f *fetcher) resolve(ctx context.Context, next map[TP]int64, reset []TP) error {
+	want := map[TP]int64{} // partition → ListOffsets timestamp (-2 start, -1 end)
+	policy := int64(-2)
+	if f.reset == resetLatest {
+		policy = -1
+	}
+	for tp, off := range next {
+		switch {
+		case off == offsetEarliest:
+			want[tp] = -2
+		case off < 0:
+			want[tp] = policy
+		}
+	}
+	for _, tp := range reset {
+		want[tp] = policy
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	if f.readCommitted {
+		req.IsolationLevel = 1
+	}
+	byTopic := map[string]int{}
+	for tp, ts := range want {
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[tp.Topic] = i
+			t := kmsg.NewListOffsetsRequestTopic()
+			t.Topic = tp.Topic
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewListOffsetsRequestTopicPartition()
+		p.Partition = tp.Partition
+		p.Timestamp = ts
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	rctx, cancel := context.WithTimeout(ctx, fetchRequestTimeout)
+	defer cancel()
+	resp, err := req.RequestWith(rctx, f.cl) // the client sends each partition to its leader
+	if err != nil {
+		return fetchErr("looking up partition offsets", err)
+	}
+	got := map[TP]int64{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			tp := TP{Topic: t.Topic, Partition: p.Partition}
+			if _, ok := want[tp]; !ok {
+				continue
+			}
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return partitionErr(tp, -1, err)
+			}
+			got[tp] = p.Offset
+		}
+	}
+	for tp := range want {
+		off, ok := got[tp]
+		if !ok || off < 0 {
+			return fmt.Errorf("%w: no offset known for %s", ErrTransient, tp)
+		}
+		next[tp] = off
+	}
+	return nil
 }
 
 type fetchResult struct {
@@ -436,13 +597,25 @@ func fetchErr(what string, err error) error {
 }
 
 // rawRecords converts a fetch's records, in one allocation; keys and
-// values stay in the response's buffer.
-func rawRecords(recs []*kgo.Record) []rt.RawRecord {
+// values stay in the response's buffer unless own, when each record's key
+// and value get one allocation of their own.
+func rawRecords(recs []*kgo.Record, own bool) []rt.RawRecord {
 	out := make([]rt.RawRecord, len(recs))
 	for i, r := range recs {
 		out[i] = rt.RawRecord{
 			Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 			Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(),
+		}
+		if own {
+			b := make([]byte, len(r.Key)+len(r.Value))
+			n := copy(b, r.Value)
+			copy(b[n:], r.Key)
+			if r.Value != nil {
+				out[i].Value = b[:n:n]
+			}
+			if r.Key != nil {
+				out[i].Key = b[n:]
+			}
 		}
 		if len(r.Headers) > 0 {
 			hs := make(processor.Headers, len(r.Headers))

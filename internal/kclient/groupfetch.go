@@ -1,0 +1,288 @@
+package kclient
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/eddy-go/eddy/internal/rt"
+)
+
+// NewGroupConsumer makes a stream thread's consumer: a group member. When
+// cfg holds only properties the fetcher understands (see NewReader), the
+// records come from the fetcher while librdkafka keeps the membership: it
+// joins, heartbeats, runs the rebalance callbacks, reads and commits
+// offsets and gives the group metadata a transaction needs, and every
+// partition it is assigned stays paused in it. librdkafka's consumer hands
+// over one record per cgo call — five crossings and four allocations a
+// record, a third of a stream thread's time in a word count — where the
+// fetcher decodes whole batches in Go. Otherwise it is librdkafka's
+// consumer alone.
+func NewGroupConsumer(cfg Config) (Consumer, error) {
+	fc, ok, err := parseFetchConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return NewConsumer(cfg)
+	}
+	c, err := NewConsumer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	f, err := newFetcher(fc)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	f.reset, f.own = fc.reset, true
+	return &groupConsumer{consumer: c.(*consumer), f: f, pos: map[TP]int64{}, paused: map[TP]bool{}, committed: map[TP]int64{}}, nil
+}
+
+// groupConsumer is a librdkafka group member whose records come from the
+// fetcher. All its methods run on the stream thread's goroutine (the
+// rebalance callbacks inside Poll too).
+type groupConsumer struct {
+	*consumer
+	f *fetcher
+	// pos holds the next offset of each assigned partition while the
+	// fetcher does not read it (paused, sought, or not started yet), or
+	// posUnknown for a partition that starts at its committed offset.
+	pos    map[TP]int64
+	paused map[TP]bool
+	// committed keeps the committed offsets last read, where partitions
+	// new to this member start (the stream thread reads them as it takes
+	// the assignment; librdkafka's consumer would read them again).
+	committed map[TP]int64
+	// restart: the fetcher was stopped, to start again from pos at the
+	// next Poll (so that several seeks and pauses restart it once).
+	restart bool
+	// since counts records returned since librdkafka was last polled.
+	since int
+}
+
+// posUnknown marks a partition that starts at its committed offset.
+const posUnknown = -1001
+
+// eventsEvery is how many records may be returned between two polls of
+// librdkafka's queue (rebalances, errors; max.poll.interval.ms counts from
+// the last), eventsWait how long an idle Poll waits on the fetcher before
+// polling librdkafka again.
+const (
+	eventsEvery = 500
+	eventsWait  = 10 * time.Millisecond
+)
+
+func (g *groupConsumer) Subscribe(topics []string, onRebalance func(Rebalance) error) error {
+	return g.consumer.subscribe(topics, onRebalance, func(parts []kafka.TopicPartition) error {
+		// librdkafka keeps the assignment but reads none of it.
+		if err := g.consumer.c.Pause(parts); err != nil {
+			return err
+		}
+		g.halt()
+		for _, p := range parts {
+			tp := fromKTP(p)
+			g.pos[tp] = posUnknown
+			delete(g.paused, tp)
+		}
+		return nil
+	}, func() {
+		g.halt()
+		clear(g.pos)
+		clear(g.paused)
+		clear(g.committed)
+		g.restart = false
+	})
+}
+
+// halt stops the fetcher, keeping the position of every partition it read,
+// and marks it for a restart.
+func (g *groupConsumer) halt() {
+	if g.restart {
+		return
+	}
+	for tp := range g.f.pos {
+		if off, ok := g.f.position(tp); ok {
+			g.pos[tp] = off
+		}
+	}
+	g.f.stop()
+	g.f.pos = map[TP]int64{}
+	g.f.cur, g.f.at = chunk{}, 0
+	g.restart = true
+}
+
+// start starts the fetcher on every assigned partition not paused.
+func (g *groupConsumer) start() error {
+	offsets := map[TP]int64{}
+	var unknown []TP
+	for tp, off := range g.pos {
+		if g.paused[tp] {
+			continue
+		}
+		if off == posUnknown {
+			c, ok := g.committed[tp]
+			if !ok {
+				unknown = append(unknown, tp)
+				continue
+			}
+			off = c // -1 (none): as auto.offset.reset says
+		}
+		offsets[tp] = off
+	}
+	if len(unknown) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		c, _, err := g.Committed(ctx, unknown)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("reading committed offsets to start from: %w", err)
+		}
+		for _, tp := range unknown {
+			offsets[tp] = c[tp]
+		}
+	}
+	g.restart = false
+	return g.f.Assign(offsets)
+}
+
+func (g *groupConsumer) Poll(timeout time.Duration) (*rt.RawRecord, error) {
+	var deadline time.Time
+	for {
+		if g.since >= eventsEvery {
+			g.since = 0
+			// Rebalances and errors; a record here is one librdkafka
+			// fetched before its partition was paused: not ours to return.
+			if _, err := g.consumer.Poll(0); err != nil {
+				return nil, err
+			}
+		}
+		if g.restart {
+			if err := g.start(); err != nil {
+				return nil, err
+			}
+		}
+		if deadline.IsZero() {
+			if r, err := g.f.Poll(0); r != nil || err != nil {
+				g.since++
+				return r, err
+			}
+			deadline = time.Now().Add(timeout)
+			g.since = eventsEvery
+			continue
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, nil
+		}
+		wait := min(left, eventsWait)
+		if g.f.chunks == nil {
+			// Nothing to fetch: wait on librdkafka's queue instead.
+			g.since = 0
+			if _, err := g.consumer.Poll(wait); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		r, err := g.f.Poll(wait)
+		g.since = eventsEvery
+		if r != nil || err != nil {
+			return r, err
+		}
+	}
+}
+
+// Assign reads offsets (-1: the committed offset) without the group.
+func (g *groupConsumer) Assign(offsets map[TP]int64) error {
+	if err := g.consumer.Assign(offsets); err != nil {
+		return err
+	}
+	tps := make([]TP, 0, len(offsets))
+	for tp := range offsets {
+		tps = append(tps, tp)
+	}
+	if err := g.consumer.Pause(tps); err != nil {
+		return err
+	}
+	g.halt()
+	clear(g.pos)
+	clear(g.paused)
+	for tp, off := range offsets {
+		if off < 0 {
+			off = posUnknown
+		}
+		g.pos[tp] = off
+	}
+	return nil
+}
+
+func (g *groupConsumer) Pause(tps []TP) error {
+	g.halt()
+	for _, tp := range tps {
+		g.paused[tp] = true
+	}
+	return nil
+}
+
+func (g *groupConsumer) Resume(tps []TP) error {
+	g.halt()
+	for _, tp := range tps {
+		delete(g.paused, tp)
+	}
+	return nil
+}
+
+// Seek moves tp to offset (-2: the partition's start).
+func (g *groupConsumer) Seek(tp TP, offset int64) error {
+	if _, ok := g.pos[tp]; !ok {
+		if _, ok := g.f.pos[tp]; !ok {
+			return fmt.Errorf("seeking %s: not assigned", tp)
+		}
+	}
+	g.halt()
+	if offset < 0 {
+		offset = offsetEarliest
+	}
+	g.pos[tp] = offset
+	return nil
+}
+
+func (g *groupConsumer) Committed(ctx context.Context, tps []TP) (map[TP]int64, map[TP]string, error) {
+	c, meta, err := g.consumer.Committed(ctx, tps)
+	if err == nil {
+		for tp, off := range c {
+			g.committed[tp] = off
+		}
+	}
+	return c, meta, err
+}
+
+// Position returns the next offsets to read; -1001 for a partition that
+// has not started (as librdkafka's consumer does).
+func (g *groupConsumer) Position(tps []TP) (map[TP]int64, error) {
+	out := make(map[TP]int64, len(tps))
+	for _, tp := range tps {
+		off, ok := g.f.position(tp)
+		if !ok {
+			if off, ok = g.pos[tp]; !ok {
+				return nil, fmt.Errorf("position of %s: not assigned", tp)
+			}
+		}
+		if off < 0 {
+			off = posUnknown
+		}
+		out[tp] = off
+	}
+	return out, nil
+}
+
+func (g *groupConsumer) HighWatermark(tp TP) int64 { return g.f.highWatermark(tp) }
+
+// Close leaves the group (its revocation callback runs) and then stops
+// the fetcher.
+func (g *groupConsumer) Close() error {
+	err := g.consumer.Close()
+	g.f.Close()
+	return err
+}
