@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -419,20 +420,17 @@ func (f *fetcher) resolve(ctx context.Context, next map[TP]int64, reset []TP) er
 	if f.readCommitted {
 		req.IsolationLevel = 1
 	}
-	byTopic := map[string]int{}
-	for tp, ts := range want {
-		i, ok := byTopic[tp.Topic]
-		if !ok {
-			i = len(req.Topics)
-			byTopic[tp.Topic] = i
-			t := kmsg.NewListOffsetsRequestTopic()
-			t.Topic = tp.Topic
-			req.Topics = append(req.Topics, t)
+	topics, parts := byTopic(slices.Collect(maps.Keys(want)))
+	for _, topic := range topics {
+		t := kmsg.NewListOffsetsRequestTopic()
+		t.Topic = topic
+		for _, tp := range parts[topic] {
+			p := kmsg.NewListOffsetsRequestTopicPartition()
+			p.Partition = tp.Partition
+			p.Timestamp = want[tp]
+			t.Partitions = append(t.Partitions, p)
 		}
-		p := kmsg.NewListOffsetsRequestTopicPartition()
-		p.Partition = tp.Partition
-		p.Timestamp = ts
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+		req.Topics = append(req.Topics, t)
 	}
 	rctx, cancel := context.WithTimeout(ctx, fetchRequestTimeout)
 	defer cancel()
@@ -463,6 +461,18 @@ func (f *fetcher) resolve(ctx context.Context, next map[TP]int64, reset []TP) er
 	return nil
 }
 
+// byTopic groups tps by topic, the topics in the order they first appear.
+func byTopic(tps []TP) (topics []string, parts map[string][]TP) {
+	parts = map[string][]TP{}
+	for _, tp := range tps {
+		if _, ok := parts[tp.Topic]; !ok {
+			topics = append(topics, tp.Topic)
+		}
+		parts[tp.Topic] = append(parts[tp.Topic], tp)
+	}
+	return topics, parts
+}
+
 type fetchResult struct {
 	resp *kmsg.FetchResponse
 	err  error
@@ -484,21 +494,18 @@ func (f *fetcher) fetch(ctx context.Context, leader int32, tps []TP, next map[TP
 	if f.readCommitted {
 		req.IsolationLevel = 1
 	}
-	byTopic := map[string]int{}
-	for _, tp := range tps {
-		i, ok := byTopic[tp.Topic]
-		if !ok {
-			i = len(req.Topics)
-			byTopic[tp.Topic] = i
-			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic = tp.Topic
-			req.Topics = append(req.Topics, rt)
+	topics, parts := byTopic(tps)
+	for _, topic := range topics {
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = topic
+		for _, tp := range parts[topic] {
+			p := kmsg.NewFetchRequestTopicPartition()
+			p.Partition = tp.Partition
+			p.FetchOffset = next[tp]
+			p.PartitionMaxBytes = fetchPartitionBytes
+			rt.Partitions = append(rt.Partitions, p)
 		}
-		p := kmsg.NewFetchRequestTopicPartition()
-		p.Partition = tp.Partition
-		p.FetchOffset = next[tp]
-		p.PartitionMaxBytes = fetchPartitionBytes
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+		req.Topics = append(req.Topics, rt)
 	}
 	rctx, cancel := context.WithTimeout(ctx, fetchRequestTimeout)
 	defer cancel()
