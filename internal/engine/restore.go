@@ -33,7 +33,9 @@ type restoreTarget struct {
 	from, end int64
 	last      int64 // offset of the last record read, -1 none
 	pending   []storage.ChangelogRecord
-	restored  int64
+	restored  int64 // records durable in the store (the writer's)
+	durable   int64 // the changelog offset durable in the store
+	writer    storage.Restorer
 }
 
 const restoreBatch = 10_000
@@ -101,7 +103,8 @@ func (th *Thread) startRestore(ctx context.Context) error {
 				continue
 			}
 		}
-		th.restoring[tp] = &restoreTarget{task: w.tk, store: w.spec.Name, spec: w.spec, backend: b, from: from, end: hi, last: -1}
+		th.restoring[tp] = &restoreTarget{task: w.tk, store: w.spec.Name, spec: w.spec, backend: b, from: from, end: hi, last: -1,
+			durable: from, writer: storage.NewRestorer(b, task, w.spec)}
 		w.tk.restoring++
 		th.Stats.RestoreRemaining.Add(hi - from)
 		th.Stats.RestoringChangelogParts.Add(1)
@@ -245,6 +248,11 @@ func (th *Thread) restoreStep() error {
 		if err := th.applyRestore(t, t.end); err != nil {
 			return err
 		}
+		if err := t.writer.Finish(t.end); err != nil {
+			return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.task.id, err)
+		}
+		th.countRestored(t)
+		t.writer.Close()
 		delete(th.restoring, tp)
 		th.Stats.RestoringChangelogParts.Add(-1)
 		t.task.restoring--
@@ -298,23 +306,36 @@ func (th *Thread) newReader(c kclient.Config) (kclient.Reader, error) {
 	return th.cfg.NewConsumer(c)
 }
 
-// applyRestore writes a target's pending records and its next offset in
-// one atomic write.
+// applyRestore writes a target's pending records, next being the changelog
+// offset after them (durable, with next stored, at the latest when the
+// target's writer finishes).
 func (th *Thread) applyRestore(t *restoreTarget, next int64) error {
-	if err := storage.Restore(t.backend, t.task.id.String(), t.spec, t.pending, next); err != nil {
+	if err := t.writer.Write(t.pending, next); err != nil {
 		return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.task.id, err)
 	}
-	n := int64(len(t.pending))
-	t.restored += n
-	th.Stats.RestoredRecords.Add(n)
-	th.Stats.RestoreRemaining.Add(-(next - t.from))
 	t.from = next
 	t.pending = t.pending[:0]
+	th.countRestored(t)
 	return nil
 }
 
+// countRestored moves the restore metrics by what became durable: a record
+// counts as restored once a crash would not make the restore read it again.
+func (th *Thread) countRestored(t *restoreTarget) {
+	next, n := t.writer.Durable()
+	if n > t.restored {
+		th.Stats.RestoredRecords.Add(n - t.restored)
+		t.restored = n
+	}
+	if next > t.durable {
+		th.Stats.RestoreRemaining.Add(-(next - t.durable))
+		t.durable = next
+	}
+}
+
 func (th *Thread) clearRestore() {
-	for range th.restoring {
+	for _, t := range th.restoring {
+		t.writer.Close()
 		th.Stats.RestoringChangelogParts.Add(-1)
 	}
 	th.restoring = map[kclient.TP]*restoreTarget{}

@@ -193,10 +193,7 @@ func (th *Thread) session(ctx context.Context) (err error) {
 		if !clean {
 			th.closeTasksDirty()
 		}
-		if th.restorer != nil {
-			th.restorer.Close()
-			th.restorer = nil
-		}
+		th.clearRestore() // a restore cut short keeps what it stored
 		th.closing = true
 		if cerr := th.consumer.Close(); cerr != nil && err == nil && clean {
 			th.log.Warn("closing consumer", zap.Error(cerr))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -89,6 +90,12 @@ type Pebble struct {
 	// memtables and blockCache are their memory limits (MemoryLimits).
 	memtables, blockCache int64
 	stalls                *atomic.Int64 // write stalls begun (WriteStalls)
+	// dir, fs and tableOpts are where and how a restore writes the tables
+	// it ingests (tableRestorer); tables counts them, for unique names.
+	dir       string
+	fs        vfs.FS
+	tableOpts sstable.WriterOptions
+	tables    atomic.Int64
 }
 
 // OpenPebble opens (creating if needed) the Pebble backend in dir.
@@ -121,14 +128,23 @@ func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 	}
 	gate := newCompactionGate()
 	po.Experimental.CompactionScheduler = gate
+	if po.FS == nil {
+		po.FS = vfs.Default
+	}
+	if err := removeRestoreTables(po.FS, dir); err != nil {
+		cache.Unref()
+		return nil, fmt.Errorf("stores: opening pebble in %s: %w", dir, err)
+	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		cache.Unref()
 		return nil, fmt.Errorf("stores: opening pebble in %s: %w", dir, err)
 	}
 	gate.openUp()
+	po.EnsureDefaults() // what Open used: the level options restored tables are written with
 	return &Pebble{db: db, cache: cache, memtables: int64(opts.MemTableSize) * pebbleMemTables,
-		blockCache: opts.Memory - int64(opts.MemTableSize)*pebbleMemTables, stalls: stalls}, nil
+		blockCache: opts.Memory - int64(opts.MemTableSize)*pebbleMemTables, stalls: stalls,
+		dir: dir, fs: po.FS, tableOpts: po.MakeWriterOptions(0, db.TableFormat())}, nil
 }
 
 // Get implements Backend.
