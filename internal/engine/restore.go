@@ -33,6 +33,7 @@ type restoreTarget struct {
 	from, end int64
 	last      int64 // offset of the last record read, -1 none
 	pending   []storage.ChangelogRecord
+	spare     []storage.ChangelogRecord // the batch before pending: the writer's until its next call
 	restored  int64 // records durable in the store (the writer's)
 	durable   int64 // the changelog offset durable in the store
 	writer    storage.Restorer
@@ -207,7 +208,9 @@ func (th *Thread) restoreStep() error {
 		th.restoreAssign = true
 	}
 	deadline := time.Now().Add(200 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	var t *restoreTarget // the last record's, and its partition
+	var ttp kclient.TP
+	for i := 0; i&255 != 0 || time.Now().Before(deadline); i++ {
 		r, err := th.restorer.Poll(20 * time.Millisecond)
 		if err != nil {
 			if kclient.IsTransient(err) {
@@ -219,8 +222,9 @@ func (th *Thread) restoreStep() error {
 		if r == nil {
 			break
 		}
-		tp := kclient.TP{Topic: r.Topic, Partition: r.Partition}
-		t := th.restoring[tp]
+		if tp := (kclient.TP{Topic: r.Topic, Partition: r.Partition}); t == nil || tp != ttp {
+			t, ttp = th.restoring[tp], tp
+		}
 		if t == nil || r.Offset >= t.end {
 			continue
 		}
@@ -314,7 +318,7 @@ func (th *Thread) applyRestore(t *restoreTarget, next int64) error {
 		return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.task.id, err)
 	}
 	t.from = next
-	t.pending = t.pending[:0]
+	t.pending, t.spare = t.spare[:0], t.pending
 	th.countRestored(t)
 	return nil
 }

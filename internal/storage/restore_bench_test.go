@@ -31,17 +31,22 @@ func BenchmarkRestore(b *testing.B) {
 				if order == "shuffled" {
 					rand.New(rand.NewPCG(1, 2)).Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 				}
-				recs := make([]ChangelogRecord, 10_000)
-				for i := range recs {
-					recs[i].Value = binary.BigEndian.AppendUint64(nil, uint64(i))
-					recs[i].Timestamp = int64(i)
+				// Two batches in turn: a Restorer keeps the last one until
+				// the next call.
+				var bufs [2][]ChangelogRecord
+				for k := range bufs {
+					bufs[k] = make([]ChangelogRecord, 10_000)
+					for i := range bufs[k] {
+						bufs[k][i].Value = binary.BigEndian.AppendUint64(nil, uint64(i))
+						bufs[k][i].Timestamp = int64(i)
+					}
 				}
 				r := NewRestorer(p, "1_0", spec)
 				defer r.Close()
 				b.ReportAllocs()
 				b.ResetTimer()
-				for i := 0; i < b.N; i += len(recs) {
-					batch := recs[:min(len(recs), b.N-i)]
+				for i, k := 0, 0; i < b.N; i, k = i+len(bufs[0]), 1-k {
+					batch := bufs[k][:min(len(bufs[k]), b.N-i)]
 					for j := range batch {
 						batch[j].Key = fmt.Appendf(batch[j].Key[:0], "key-%012d", keys[i+j])
 					}

@@ -21,7 +21,10 @@ import (
 // before (Close) keeps the stored offset of what did, and reading the
 // changelog again from it restores the rest.
 type Restorer interface {
-	// Write adds recs, next being the changelog offset after them.
+	// Write adds recs, next being the changelog offset after them. It may
+	// still be writing them when it returns: recs stay the restorer's until
+	// the next call of any of its methods. An error may be that of an
+	// earlier Write.
 	Write(recs []ChangelogRecord, next int64) error
 	// Finish makes everything written durable and stores next, the
 	// changelog offset the store is now restored to.
@@ -108,7 +111,13 @@ type tableRestorer struct {
 	key       []byte // scratch: prefix + user key
 	val       []byte // scratch: timestamped value
 	batched   bool   // a batch came out of order: the memtable from now on
-	durable
+	durable          // what write made durable (its goroutine's)
+
+	// The caller's side: the write running, the first error, and what was
+	// durable when the last write ended.
+	running chan error
+	err     error
+	seen    durable
 }
 
 // inOrder reports whether recs' keys increase strictly, from after last
@@ -123,10 +132,35 @@ func inOrder(last []byte, recs []ChangelogRecord) bool {
 	return true
 }
 
+// Write hands recs to a goroutine that writes them while the caller reads
+// the next batch: a record's cost is then the larger of the two, not their
+// sum.
 func (r *tableRestorer) Write(recs []ChangelogRecord, next int64) error {
-	if len(recs) == 0 {
-		return nil
+	if err := r.wait(); err != nil || len(recs) == 0 {
+		return err
 	}
+	done := make(chan error, 1)
+	r.running = done
+	go func() { done <- r.write(recs, next) }()
+	return nil
+}
+
+// wait waits for the write running, if any.
+func (r *tableRestorer) wait() error {
+	if r.running != nil {
+		if err := <-r.running; err != nil && r.err == nil {
+			r.err = err
+		}
+		r.running = nil
+	}
+	r.seen = r.durable
+	return r.err
+}
+
+// Durable implements Restorer: as of the last write that ended.
+func (r *tableRestorer) Durable() (next, records int64) { return r.seen.Durable() }
+
+func (r *tableRestorer) write(recs []ChangelogRecord, next int64) error {
 	if !r.batched && !inOrder(r.last, recs) {
 		// A new table would do if this batch alone is in order, but the
 		// next one would most likely not be: a changelog in update order.
@@ -212,14 +246,25 @@ func (r *tableRestorer) storeOffset(next int64) error {
 }
 
 func (r *tableRestorer) Finish(next int64) error {
-	r.tableNext = next
-	if r.w != nil {
-		return r.ingest()
+	if err := r.wait(); err != nil {
+		return err
 	}
-	return r.storeOffset(next)
+	r.tableNext = next
+	var err error
+	if r.w != nil {
+		err = r.ingest()
+	} else {
+		err = r.storeOffset(next)
+	}
+	r.seen = r.durable
+	if err != nil {
+		r.err = err
+	}
+	return err
 }
 
 func (r *tableRestorer) Close() {
+	r.wait()
 	if r.w != nil {
 		r.w.Close()
 		r.p.fs.Remove(r.path)

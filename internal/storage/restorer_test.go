@@ -147,6 +147,9 @@ func TestRestorerCutShortRestoresAgainFromItsOffset(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := r.wait(); err != nil {
+		t.Fatal(err)
+	}
 	if err := r.ingest(); err != nil {
 		t.Fatal(err)
 	}
