@@ -34,8 +34,8 @@ type restoreTarget struct {
 	last      int64 // offset of the last record read, -1 none
 	pending   []storage.ChangelogRecord
 	spare     []storage.ChangelogRecord // the batch before pending: the writer's until its next call
-	restored  int64 // records durable in the store (the writer's)
-	durable   int64 // the changelog offset durable in the store
+	restored  int64                     // records durable in the store (the writer's)
+	durable   int64                     // the changelog offset durable in the store
 	writer    storage.Restorer
 }
 
