@@ -89,6 +89,9 @@ type fetcher struct {
 	// not pin a whole response. A restore writes them to its store at
 	// once and needs no copy.
 	own bool
+	// maxBytes and partBytes bound a fetch response and a partition's
+	// share of it (fetchMaxBytes, fetchPartitionBytes unless set).
+	maxBytes, partBytes int32
 
 	mu     sync.Mutex // guards cancel and done against Close racing Assign
 	cancel context.CancelFunc
@@ -139,7 +142,7 @@ func newFetcher(fc fetchConfig) (*fetcher, error) {
 		return nil, fmt.Errorf("creating changelog reader: %w", err)
 	}
 	return &fetcher{cl: cl, readCommitted: fc.readCommitted, decompressor: kgo.DefaultDecompressor(),
-		pos: map[TP]int64{}, hwm: map[TP]int64{}}, nil
+		maxBytes: fetchMaxBytes, partBytes: fetchPartitionBytes, pos: map[TP]int64{}, hwm: map[TP]int64{}}, nil
 }
 
 func (f *fetcher) Assign(offsets map[TP]int64) error {
@@ -490,7 +493,7 @@ func (f *fetcher) fetch(ctx context.Context, leader int32, tps []TP, next map[TP
 	req := kmsg.NewPtrFetchRequest()
 	req.MaxWaitMillis = int32(fetchMaxWait.Milliseconds())
 	req.MinBytes = 1
-	req.MaxBytes = fetchMaxBytes
+	req.MaxBytes = f.maxBytes
 	if f.readCommitted {
 		req.IsolationLevel = 1
 	}
@@ -502,7 +505,7 @@ func (f *fetcher) fetch(ctx context.Context, leader int32, tps []TP, next map[TP
 			p := kmsg.NewFetchRequestTopicPartition()
 			p.Partition = tp.Partition
 			p.FetchOffset = next[tp]
-			p.PartitionMaxBytes = fetchPartitionBytes
+			p.PartitionMaxBytes = f.partBytes
 			rt.Partitions = append(rt.Partitions, p)
 		}
 		req.Topics = append(req.Topics, rt)

@@ -98,10 +98,10 @@ func TestRestorerIngestsRunsInKeyOrder(t *testing.T) {
 		recs     []ChangelogRecord
 		ingested bool
 	}{
-		{"in key order", changelog(30_000, false), true},
-		{"in order then rewrites", changelog(30_000, true), true},
+		{"in key order", changelog(6_000, false), true},
+		{"in order then rewrites", changelog(6_000, true), true},
 		{"out of order", func() []ChangelogRecord {
-			recs := changelog(30_000, false)
+			recs := changelog(6_000, false)
 			rand.New(rand.NewPCG(3, 4)).Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
 			return recs
 		}(), false},
@@ -120,7 +120,7 @@ func TestRestorerIngestsRunsInKeyOrder(t *testing.T) {
 			if err := other.Finish(100); err != nil {
 				t.Fatal(err)
 			}
-			restoreAll(t, p, c.recs, 0, 1_000)
+			restoreAll(t, p, c.recs, 0, 500)
 			checkState(t, p, c.recs)
 			if got := p.db.Metrics().Ingest.Count > 1; got != c.ingested {
 				t.Fatalf("tables ingested: %v, want %v", got, c.ingested)
@@ -139,11 +139,11 @@ func TestRestorerCutShortRestoresAgainFromItsOffset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := changelog(40_000, true)
+	recs := changelog(8_000, true)
 	r := NewRestorer(p, "0_1", Spec{Name: "counts", Timestamped: true}).(*tableRestorer)
 	// The first half, in a table ingested at its end; then a table open.
-	for i := 0; i < 20_000; i += 1_000 {
-		if err := r.Write(recs[i:i+1_000], int64(i+1_000)); err != nil {
+	for i := 0; i < 4_000; i += 500 {
+		if err := r.Write(recs[i:i+500], int64(i+500)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -153,17 +153,17 @@ func TestRestorerCutShortRestoresAgainFromItsOffset(t *testing.T) {
 	if err := r.ingest(); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Write(recs[20_000:25_000], 25_000); err != nil {
+	if err := r.Write(recs[4_000:5_000], 5_000); err != nil {
 		t.Fatal(err)
 	}
 	// What is durable is what the ingested table held, not the open one.
-	if next, n := r.Durable(); next != 20_000 || n != 20_000 {
-		t.Fatalf("durable: offset %d, %d records; want 20000 and 20000", next, n)
+	if next, n := r.Durable(); next != 4_000 || n != 4_000 {
+		t.Fatalf("durable: offset %d, %d records; want 4000 and 4000", next, n)
 	}
 	r.Close()
 	off, ok, err := StoredOffset(p, "0_1", "counts")
-	if err != nil || !ok || off != 20_000 {
-		t.Fatalf("stored offset after the cut %d (%v, %v), want 20000", off, ok, err)
+	if err != nil || !ok || off != 4_000 {
+		t.Fatalf("stored offset after the cut %d (%v, %v), want 4000", off, ok, err)
 	}
 	names, err := p.fs.List(dir)
 	if err != nil {
@@ -176,7 +176,7 @@ func TestRestorerCutShortRestoresAgainFromItsOffset(t *testing.T) {
 	}
 	// Restoring again from an offset before what the store holds (a crash
 	// between an ingest and its offset) ends the same.
-	restoreAll(t, p, recs, 10_000, 1_000)
+	restoreAll(t, p, recs, 2_000, 500)
 	checkState(t, p, recs)
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
@@ -203,7 +203,7 @@ func TestRestorerCutShortRestoresAgainFromItsOffset(t *testing.T) {
 // The memory backend restores through batches, the same state.
 func TestRestorerOnMemory(t *testing.T) {
 	m := NewMemory()
-	recs := changelog(5_000, true)
+	recs := changelog(3_000, true)
 	restoreAll(t, m, recs, 0, 700)
 	checkState(t, m, recs)
 }
