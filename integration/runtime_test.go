@@ -207,6 +207,15 @@ func TestFencing(t *testing.T) {
 	if len(w.entries("rejoining the group with a new consumer and producer")) == 0 {
 		t.Fatalf("the app was never fenced; log:\n%s", tail(w.log))
 	}
+	// The fencing producer's InitTransactions retries every 500 ms while
+	// the fenced transaction is aborted; the app waits (1 s, then doubling)
+	// before claiming the id again, so that retry lands on no open
+	// transaction of the app's. Fenced round after round means it did not.
+	if n := len(w.entries("producer fenced by another with the same transactional id; waiting before claiming it again")); n == 0 || n > 4 {
+		t.Fatalf("the app's producer was fenced %d times by one fencing producer, want 1 (at most 4); log:\n%s", n, tail(w.log))
+	} else {
+		t.Logf("fenced %d time(s) by one fencing producer", n)
+	}
 	w.stop(t)
 	a.checkExactSequences()
 }

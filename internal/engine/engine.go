@@ -29,6 +29,14 @@ type Config struct {
 	CacheBytes int64
 	// MaxBufferedRecords per partition; the partition pauses when full.
 	MaxBufferedRecords int
+	// FenceBackoff is how long a thread whose producer was fenced waits
+	// before a new producer claims the transactional id (1 s when zero),
+	// doubled for each further fence within five minutes, up to 16 times.
+	// The producer that fenced it may still be retrying its own
+	// InitTransactions (librdkafka retries every 500 ms while the fenced
+	// transaction is being aborted); a thread that came straight back
+	// would open a transaction that retry fences again, round after round.
+	FenceBackoff time.Duration
 	// InstanceID, when set, makes each thread a static member
 	// ("<InstanceID>-<thread>").
 	InstanceID string

@@ -91,7 +91,7 @@ func newRig(t *testing.T, cl *kclienttest.Cluster, prog *rt.Program, exactlyOnce
 	}
 	cfg := &Config{
 		AppID: testApp, ProcessID: "p0", Program: prog, ExactlyOnce: exactlyOnce,
-		CommitInterval: 5 * time.Millisecond, MaxBufferedRecords: 1000,
+		CommitInterval: 5 * time.Millisecond, MaxBufferedRecords: 1000, FenceBackoff: time.Millisecond,
 		Consumer: kclient.Config{"isolation.level": iso}, Producer: kclient.Config{},
 		Restore: kclient.Config{"isolation.level": "read_committed"},
 		Admin:   admin, Log: zaptest.NewLogger(t), Pebble: pebble, Memory: mem,

@@ -130,6 +130,17 @@ func (th *Thread) Run(ctx context.Context) error {
 				return fmt.Errorf("engine: stream thread %d's producer was fenced %d times in 5 minutes (is another instance running with process id %q?): %w",
 					th.idx, len(rejoins), th.cfg.ProcessID, err)
 			}
+			if errors.Is(err, kclient.ErrFenced) {
+				wait := th.fenceBackoff(len(rejoins))
+				th.log.Warn("producer fenced by another with the same transactional id; waiting before claiming it again",
+					zap.String("transactional_id", th.transactionalID()), zap.Duration("wait", wait), zap.Int("fences_in_5m", len(rejoins)))
+				select {
+				case <-ctx.Done():
+					th.setState(ThreadStopped)
+					return nil
+				case <-time.After(wait):
+				}
+			}
 			th.log.Warn("rejoining the group with a new consumer and producer", zap.Error(err))
 			continue
 		case errors.Is(err, errRejoin):
@@ -142,6 +153,16 @@ func (th *Thread) Run(ctx context.Context) error {
 		th.setState(ThreadStopped)
 		return nil
 	}
+}
+
+// fenceBackoff is the wait before a new producer after the n-th fence
+// within five minutes (see Config.FenceBackoff).
+func (th *Thread) fenceBackoff(n int) time.Duration {
+	base := th.cfg.FenceBackoff
+	if base <= 0 {
+		base = time.Second
+	}
+	return base << min(max(n-1, 0), 4)
 }
 
 func (th *Thread) transactionalID() string {

@@ -114,6 +114,39 @@ func TestFencedProducerRejoins(t *testing.T) {
 	exactSequences(t, outputs(t, cl, true), want)
 }
 
+// A fenced thread leaves the transactional id alone for a while before a
+// new producer claims it, so that the producer that fenced it can finish
+// its own InitTransactions (whose retries would otherwise fence the new
+// producer in turn); the wait doubles with each fence, up to 16 times.
+func TestFencedThreadWaitsBeforeClaimingTheIDAgain(t *testing.T) {
+	cl := kclienttest.NewCluster()
+	r := newRig(t, cl, countTopology(t, nil), true, "")
+	r.cfg.FenceBackoff = 300 * time.Millisecond
+	want := feed(cl, 0, 100, 5)
+	run := r.start()
+	wait(t, "a first commit", func() bool { return cl.Calls("CommitTransaction") > 0 })
+	fenced := time.Now()
+	cl.Fence(run.th.transactionalID())
+	more := feed(cl, 100, 100, 5)
+	for k, n := range more {
+		want[k] += n
+	}
+	wait(t, "a new producer", func() bool { return cl.Calls("NewProducer") >= 2 })
+	if d := time.Since(fenced); d < r.cfg.FenceBackoff {
+		t.Fatalf("a new producer %v after the fence, want no sooner than %v", d, r.cfg.FenceBackoff)
+	}
+	wait(t, "the group to commit all input", func() bool { return caughtUp(cl) })
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	exactSequences(t, outputs(t, cl, true), want)
+	for n, want := range map[int]time.Duration{1: 300 * time.Millisecond, 2: 600 * time.Millisecond, 5: 4800 * time.Millisecond, 9: 4800 * time.Millisecond} {
+		if got := run.th.fenceBackoff(n); got != want {
+			t.Errorf("wait after fence %d: %v, want %v", n, got, want)
+		}
+	}
+}
+
 // A lost assignment drops the uncommitted work: the open transaction is
 // aborted and the tasks start again from the committed state.
 func TestLostAssignmentDropsUncommittedWork(t *testing.T) {

@@ -92,6 +92,9 @@ func (p *producer) drain() {
 				cause := security(e.TopicPartition.Error, fmt.Sprintf("WRITE on topic %q", tp.Topic))
 				if cause == nil {
 					cause = classify(e.TopicPartition.Error)
+					if errors.Is(cause, ErrFatal) || (p.txnID != "" && isFenced(e.TopicPartition.Error)) {
+						cause = p.fatal(e.TopicPartition.Error)
+					}
 				}
 				err = fmt.Errorf("delivery to %s failed: %w", tp, cause)
 			}
@@ -111,7 +114,7 @@ func (p *producer) drain() {
 		case kafka.Error:
 			p.w.see(e)
 			if e.IsFatal() {
-				err = fmt.Errorf("%w: %v", ErrFatal, e)
+				err = p.fatal(e)
 			}
 			if e.Code() == kafka.ErrAllBrokersDown {
 				p.down.Store(true)
@@ -125,6 +128,35 @@ func (p *producer) drain() {
 			p.mu.Unlock()
 		}
 	}
+}
+
+// fatal wraps err, which made the producer unusable, in ErrFatal, and in
+// ErrFenced too when the cause was a newer producer with the same
+// transactional id: a record refused for that reason fails with a plain
+// "Local: Fatal error" (librdkafka keeps the cause as its fatal error).
+func (p *producer) fatal(err error) error {
+	fenced := isFenced(err)
+	if !fenced {
+		if f := p.p.GetFatalError(); f != nil && isFenced(f) {
+			fenced = true
+			err = fmt.Errorf("%v (%v)", err, f)
+		}
+	}
+	if fenced {
+		return fmt.Errorf("%w: %w: %v", ErrFatal, ErrFenced, err)
+	}
+	return fmt.Errorf("%w: %v", ErrFatal, err)
+}
+
+func isFenced(err error) bool {
+	var kerr kafka.Error
+	return errors.As(err, &kerr) && fencedCode(kerr.Code())
+}
+
+// fencedCode tells whether code means a newer producer with the same
+// transactional id took over.
+func fencedCode(code kafka.ErrorCode) bool {
+	return code == kafka.ErrFenced || code == kafka.ErrProducerFenced || code == kafka.ErrInvalidProducerEpoch
 }
 
 func (p *producer) Produce(rec *rt.OutRecord) error {
@@ -164,11 +196,8 @@ func (p *producer) Produce(rec *rt.OutRecord) error {
 				p.inflight.Add(1)
 				continue
 			}
-			if kerr.Code() == kafka.ErrFenced || kerr.Code() == kafka.ErrProducerFenced {
-				return fmt.Errorf("%w: %w: %v", ErrFatal, ErrFenced, err)
-			}
-			if kerr.IsFatal() || kerr.Code() == kafka.ErrFatal {
-				return fmt.Errorf("%w: %v", ErrFatal, err)
+			if kerr.IsFatal() || kerr.Code() == kafka.ErrFatal || fencedCode(kerr.Code()) {
+				return p.fatal(err)
 			}
 			if s := security(err, fmt.Sprintf("WRITE on topic %q", topic)); s != nil {
 				return s
@@ -312,7 +341,7 @@ func txnErr(op string, err error) error {
 		// Abortable and fatal errors are never retried: the transaction
 		// (or the producer) is done for, whatever the cause.
 		abortable, fatal := kerr.TxnRequiresAbort(), kerr.IsFatal()
-		fenced := kerr.Code() == kafka.ErrFenced || kerr.Code() == kafka.ErrProducerFenced || kerr.Code() == kafka.ErrInvalidProducerEpoch
+		fenced := fencedCode(kerr.Code())
 		return &TxnError{Op: op, Abortable: abortable, Fatal: fatal, Fenced: fenced,
 			Retriable: !abortable && !fatal && (kerr.IsRetriable() || kerr.IsTimeout() || transientCodes[kerr.Code()]), Err: err}
 	}
