@@ -21,7 +21,7 @@ type changelogRef struct {
 // Send implements rt.Collector: records go to the producer, inside the
 // open transaction under exactly-once.
 func (th *Thread) Send(t *rt.Task, rec *rt.OutRecord) error {
-	if err := th.guarantee.beforeSend(); err != nil {
+	if err := th.guarantee.beforeSend(th.ctx); err != nil {
 		return err
 	}
 	th.dirty = true

@@ -16,7 +16,7 @@ import (
 type guarantee interface {
 	// beforeSend runs before each record is sent: exactly-once opens the
 	// transaction the record belongs to.
-	beforeSend() error
+	beforeSend(ctx context.Context) error
 	// commit makes the records sent since the last commit durable, and the
 	// input offsets with them. It returns where each partition written
 	// since the last commit ends now (from the delivery reports: no broker
@@ -53,11 +53,13 @@ type exactlyOnceCommits struct {
 	open  bool
 }
 
-func (g *exactlyOnceCommits) beforeSend() error {
+func (g *exactlyOnceCommits) beforeSend(ctx context.Context) error {
 	if g.open {
 		return nil
 	}
-	if err := g.p.BeginTransaction(); err != nil {
+	// librdkafka begins a transaction locally; a client that asks the
+	// brokers (the test double does) is retried through an outage.
+	if err := g.retry(ctx, "beginning a transaction", g.p.BeginTransaction); err != nil {
 		var te *kclient.TxnError
 		if errors.As(err, &te) && te.Fatal {
 			return fmt.Errorf("%w: %w", kclient.ErrFatal, err)
@@ -72,7 +74,7 @@ func (g *exactlyOnceCommits) beforeSend() error {
 // of the transaction at once and fails (abortably) if one was not
 // delivered.
 func (g *exactlyOnceCommits) commit(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string) (map[kclient.TP]int64, error) {
-	if err := g.beforeSend(); err != nil {
+	if err := g.beforeSend(ctx); err != nil {
 		return nil, err
 	}
 	if len(offsets) > 0 {
@@ -139,7 +141,7 @@ type atLeastOnceCommits struct {
 	c kclient.Consumer
 }
 
-func (g *atLeastOnceCommits) beforeSend() error { return nil }
+func (g *atLeastOnceCommits) beforeSend(context.Context) error { return nil }
 
 func (g *atLeastOnceCommits) commit(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string) (map[kclient.TP]int64, error) {
 	if err := g.p.WaitDelivered(ctx); err != nil {

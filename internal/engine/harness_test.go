@@ -127,7 +127,13 @@ func (r *rig) start() *running {
 	th := NewThread(0, r.cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	run := &running{th: th, cancel: cancel, done: make(chan error, 1)}
-	go func() { run.done <- th.Run(ctx) }()
+	go func() {
+		err := th.Run(ctx)
+		if err != nil {
+			r.t.Logf("Run returned: %v", err) // a failure that a wait would only time out on
+		}
+		run.done <- err
+	}()
 	r.t.Cleanup(func() { cancel(); <-run.done })
 	return run
 }
