@@ -119,7 +119,8 @@ func (th *Thread) Run(ctx context.Context) error {
 			// A producer fenced again and again means another instance
 			// uses this one's transactional ids: stop rather than fight.
 			// (Outages make the thread start over too; they do not count.)
-			if errors.Is(err, kclient.ErrFenced) {
+			fenced := errors.Is(err, kclient.ErrFenced)
+			if fenced {
 				rejoins = append(rejoins, time.Now())
 			}
 			for len(rejoins) > 0 && time.Since(rejoins[0]) > 5*time.Minute {
@@ -130,7 +131,7 @@ func (th *Thread) Run(ctx context.Context) error {
 				return fmt.Errorf("engine: stream thread %d's producer was fenced %d times in 5 minutes (is another instance running with process id %q?): %w",
 					th.idx, len(rejoins), th.cfg.ProcessID, err)
 			}
-			if errors.Is(err, kclient.ErrFenced) {
+			if fenced {
 				wait := th.fenceBackoff(len(rejoins))
 				th.log.Warn("producer fenced by another with the same transactional id; waiting before claiming it again",
 					zap.String("transactional_id", th.transactionalID()), zap.Duration("wait", wait), zap.Int("fences_in_5m", len(rejoins)))

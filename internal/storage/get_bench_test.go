@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/cockroachdb/pebble/v2"
 )
 
 // BenchmarkPointMiss reads keys that are not there from a store of 2M keys
@@ -55,5 +53,4 @@ func BenchmarkPointMiss(b *testing.B) {
 			}
 		}
 	})
-	_ = pebble.Sync
 }
