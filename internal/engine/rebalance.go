@@ -23,6 +23,9 @@ func (th *Thread) onRebalance(rb kclient.Rebalance) error {
 	}
 	if len(rb.Assigned) > 0 && th.cbErr == nil {
 		if err := th.assign(rb.Assigned); err != nil {
+			// Some new task's stores were never restored (or even looked
+			// at): no task of this assignment may process or commit.
+			th.dropAssignment()
 			if th.ctx.Err() != nil {
 				return nil // shutting down: the loop stops cleanly
 			}
@@ -97,6 +100,19 @@ func (th *Thread) dropUncommitted(ctx context.Context) error {
 	}
 	th.dirty = false
 	return err
+}
+
+// dropAssignment forgets an assignment that was cut short: its tasks are
+// closed without committing and its partitions are no longer read (records
+// polled for them are skipped), so a thread stopping now commits nothing
+// for them.
+func (th *Thread) dropAssignment() {
+	th.closeTasksDirty()
+	th.parts = map[kclient.TP]*partition{}
+	th.committed = map[kclient.TP]int64{}
+	th.committedTime = map[kclient.TP]int64{}
+	th.clearRestore()
+	th.snapshot(true)
 }
 
 // closeTasksDirty closes every task without committing: what they wrote

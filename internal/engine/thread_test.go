@@ -315,6 +315,60 @@ func TestRestoreFromStoredOffsetAndFromZero(t *testing.T) {
 	}
 }
 
+// A thread told to stop while it is still setting up a new assignment
+// (here: reading the changelogs' ends, retried through a broker error)
+// neither processes nor commits the new tasks: their stores were never
+// restored, and counting on from an empty store, then committing, would
+// write wrong counts to the changelog that every later owner restores
+// (seen once in TestScaling: a scaled-in instance stopped mid-assignment).
+func TestStopDuringAssignmentProcessesNothing(t *testing.T) {
+	for _, eos := range []bool{true, false} {
+		t.Run(fmt.Sprintf("exactly_once=%v", eos), func(t *testing.T) {
+			cl := kclienttest.NewCluster()
+			prog := countTopology(t, nil)
+			runOn := func(from, n int, during func(*running)) {
+				t.Helper()
+				r := newRig(t, cl, prog, eos, t.TempDir()) // a new instance: empty stores
+				feed(cl, from, n, 5)
+				run := r.start()
+				if during != nil {
+					during(run)
+				} else {
+					wait(t, "the group to commit all input", func() bool { return caughtUp(cl) })
+				}
+				if err := run.stop(t); err != nil {
+					t.Fatal(err)
+				}
+				r.closeStores()
+			}
+			runOn(0, 100, nil)
+			committed := func() (n int64) {
+				for p := range int32(testParts) {
+					off, _ := cl.Committed(testIn, p)
+					n += off
+				}
+				return n
+			}
+			before := committed()
+			for range 1000 {
+				cl.FailNext("Offsets", kclienttest.ErrUnreachable)
+			}
+			calls := cl.Calls("Offsets")
+			runOn(100, 50, func(run *running) {
+				// The assignment waits out the error; stop it there, with
+				// new input readable.
+				wait(t, "the assignment to retry the changelog ends", func() bool { return cl.Calls("Offsets") >= calls+2 })
+			})
+			cl.ClearFaults("Offsets")
+			if got := committed(); got != before {
+				t.Errorf("the stopped thread committed input offsets %d -> %d without restoring its stores", before, got)
+			}
+			runOn(150, 30, nil)
+			exactSequences(t, outputs(t, cl, eos), counts(0, 180, 5))
+		})
+	}
+}
+
 // Backpressure: the thread buffers at most MaxBufferedRecords per assigned
 // partition; beyond that it stops polling.
 func TestBufferedRecordsAreBounded(t *testing.T) {

@@ -183,6 +183,13 @@ func (c *Cluster) FailNext(op string, err error) {
 	c.faults[op] = append(c.faults[op], err)
 }
 
+// ClearFaults drops the failures still queued for op.
+func (c *Cluster) ClearFaults(op string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.faults, op)
+}
+
 // Calls returns how often op was called.
 func (c *Cluster) Calls(op string) int {
 	c.mu.Lock()

@@ -76,7 +76,7 @@ func (k *Consumer) Subscribe(topics []string, onRebalance func(kclient.Rebalance
 }
 
 // Poll implements kclient.Consumer: a pending rebalance first (its callback
-// runs here, as librdkafka runs it inside poll), else the next readable
+// runs here, as librdkafka runs it inside poll), then the next readable
 // record of an assigned, unpaused partition.
 func (k *Consumer) Poll(timeout time.Duration) (*rt.RawRecord, error) {
 	k.c.mu.Lock()
@@ -91,7 +91,10 @@ func (k *Consumer) Poll(timeout time.Duration) (*rt.RawRecord, error) {
 		k.pending = k.pending[1:]
 		k.mu.Unlock()
 		k.rebalance(ev)
-		return nil, nil
+		// librdkafka's poll goes on waiting for a record after the
+		// callback: the new partitions' first records come back from the
+		// same call.
+		k.mu.Lock()
 	}
 	tps := k.sortedAssignment()
 	k.mu.Unlock()
