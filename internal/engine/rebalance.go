@@ -75,14 +75,8 @@ func (th *Thread) revoke(lost bool) {
 			}
 		}
 	}
-	th.tasks = map[processor.TaskID]*task{}
-	th.order = nil
-	th.parts = map[kclient.TP]*partition{}
-	th.committed = map[kclient.TP]int64{}
-	th.committedTime = map[kclient.TP]int64{}
-	th.clearRestore()
 	th.dirty = false
-	th.snapshot(true)
+	th.forgetAssignment()
 	th.log.Info("partitions revoked", zap.Bool("lost", lost))
 }
 
@@ -108,6 +102,14 @@ func (th *Thread) dropUncommitted(ctx context.Context) error {
 // for them.
 func (th *Thread) dropAssignment() {
 	th.closeTasksDirty()
+	th.forgetAssignment()
+}
+
+// forgetAssignment empties the thread's view of its assignment (its tasks
+// already closed): tasks, partitions, committed offsets, restores.
+func (th *Thread) forgetAssignment() {
+	th.tasks = map[processor.TaskID]*task{}
+	th.order = nil
 	th.parts = map[kclient.TP]*partition{}
 	th.committed = map[kclient.TP]int64{}
 	th.committedTime = map[kclient.TP]int64{}
