@@ -51,6 +51,9 @@ func (th *Thread) Send(t *rt.Task, rec *rt.OutRecord) error {
 func (th *Thread) commit() error {
 	start := time.Now()
 	th.lastCommit = start
+	// What the stores' reads hold in Pebble is let go every interval, so
+	// that an idle thread does not keep old memtables and tables alive.
+	defer th.wsP.ReleaseReads()
 	for _, tk := range th.order {
 		if tk.restoring > 0 {
 			continue

@@ -221,6 +221,8 @@ func (th *Thread) session(ctx context.Context) (err error) {
 			th.log.Warn("closing consumer", zap.Error(cerr))
 		}
 		th.producer.Close()
+		th.wsP.ReleaseReads()
+		th.wsM.ReleaseReads()
 	}()
 	if th.cfg.ExactlyOnce {
 		err := th.retry(ctx, "initializing transactions", func() error {

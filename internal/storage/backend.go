@@ -45,6 +45,17 @@ type Backend interface {
 	Close() error
 }
 
+// PointReader reads single keys of a Backend for one goroutine, more
+// cheaply than Backend.Get where the backend can keep state between reads
+// (Pebble keeps an iterator). It sees every write applied before the read.
+type PointReader interface {
+	// Get returns a copy of the value of key, and whether it exists.
+	Get(key []byte) ([]byte, bool, error)
+	// Release drops what the reader holds in the backend (an iterator
+	// pins memtables and tables); the next Get takes it again.
+	Release()
+}
+
 type opKind uint8
 
 const (

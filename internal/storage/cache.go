@@ -44,10 +44,13 @@ func (c *Cache) Stats() (hits, misses, evictions int64) {
 
 // namedCache is the part of the cache that belongs to one store of one task.
 type namedCache struct {
-	c                    *Cache
-	entries              map[string]*cacheEntry
-	ordered              *btreemap.BTreeMap[string, *cacheEntry] // entries in key order, for range reads
-	dirtyHead, dirtyTail *cacheEntry                             // dirty entries in the order they became dirty
+	c       *Cache
+	entries map[string]*cacheEntry
+	// ordered holds the entries in key order, for range reads. It is built
+	// at the store's first range read and kept from then on: a store read
+	// only by key (most key-value stores) never pays for it.
+	ordered              *btreemap.BTreeMap[string, *cacheEntry]
+	dirtyHead, dirtyTail *cacheEntry // dirty entries in the order they became dirty
 	flushFn              func([]*cacheEntry) error
 }
 
@@ -67,7 +70,19 @@ type cacheEntry struct {
 func (e *cacheEntry) size() int64 { return int64(len(e.key)+len(e.value)) + entryOverhead }
 
 func (c *Cache) named(flush func([]*cacheEntry) error) *namedCache {
-	return &namedCache{c: c, entries: map[string]*cacheEntry{}, ordered: btreemap.New[string, *cacheEntry](16, strings.Compare), flushFn: flush}
+	return &namedCache{c: c, entries: map[string]*cacheEntry{}, flushFn: flush}
+}
+
+// inOrder returns the entries in key order, building the index at the
+// first call.
+func (n *namedCache) inOrder() *btreemap.BTreeMap[string, *cacheEntry] {
+	if n.ordered == nil {
+		n.ordered = btreemap.New[string, *cacheEntry](16, strings.Compare)
+		for k, e := range n.entries {
+			n.ordered.ReplaceOrInsert(k, e)
+		}
+	}
+	return n.ordered
 }
 
 func (c *Cache) unlinkLRU(e *cacheEntry) {
@@ -139,7 +154,9 @@ func (n *namedCache) put(key, value []byte, deleted, dirty, quiet bool, ts int64
 	} else {
 		e = &cacheEntry{key: string(key), value: bytes.Clone(value), deleted: deleted, quiet: quiet, ts: ts, nc: n}
 		n.entries[e.key] = e
-		n.ordered.ReplaceOrInsert(e.key, e)
+		if n.ordered != nil {
+			n.ordered.ReplaceOrInsert(e.key, e)
+		}
 	}
 	if dirty && !e.dirty {
 		e.dirty = true
@@ -165,7 +182,9 @@ func (n *namedCache) remove(e *cacheEntry) {
 	n.c.unlinkLRU(e)
 	n.c.size -= e.size()
 	delete(n.entries, e.key)
-	n.ordered.Delete(e.key)
+	if n.ordered != nil {
+		n.ordered.Delete(e.key)
+	}
 }
 
 // flush hands the dirty entries, oldest first, to the store's flush function
@@ -224,7 +243,9 @@ func (n *namedCache) clear() {
 		n.c.size -= e.size()
 	}
 	clear(n.entries)
-	n.ordered.Clear(false)
+	if n.ordered != nil {
+		n.ordered.Clear(false)
+	}
 	n.dirtyHead, n.dirtyTail = nil, nil
 }
 
@@ -293,9 +314,9 @@ func (s *caching) Iter(lower, upper []byte, reverse bool) BytesIterator {
 		return true
 	}
 	if reverse {
-		s.nc.ordered.Descend(hi, lo)(add)
+		s.nc.inOrder().Descend(hi, lo)(add)
 	} else {
-		s.nc.ordered.Ascend(lo, hi)(add)
+		s.nc.inOrder().Ascend(lo, hi)(add)
 	}
 	return newMergeIter(over, s.under.Iter(lower, upper, reverse), reverse)
 }

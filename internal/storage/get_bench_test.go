@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // BenchmarkPointMiss reads keys that are not there from a store of 2M keys
@@ -36,6 +38,19 @@ func BenchmarkPointMiss(b *testing.B) {
 	b.Run("get", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			if _, ok, _ := p.Get(key(absent[i%n])); ok {
+				b.Fatal("found")
+			}
+		}
+	})
+	b.Run("iter-l6filters", func(b *testing.B) {
+		it, err := p.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer it.Close()
+		for i := 0; i < b.N; i++ {
+			k := key(absent[i%n])
+			if it.SeekPrefixGE(k) && bytes.Equal(it.Key(), k) {
 				b.Fatal("found")
 			}
 		}

@@ -96,6 +96,10 @@ type Pebble struct {
 	fs        vfs.FS
 	tableOpts sstable.WriterOptions
 	tables    atomic.Int64
+	// gen counts the writes applied (batches, restored tables): a
+	// PointReader's iterator sees the database as of one count and is
+	// replaced once it moved on. Bumped after each write is visible.
+	gen atomic.Uint64
 }
 
 // OpenPebble opens (creating if needed) the Pebble backend in dir.
@@ -161,6 +165,52 @@ func (p *Pebble) Get(key []byte) ([]byte, bool, error) {
 	return out, true, nil
 }
 
+// NewPointReader returns a PointReader of the database for one goroutine.
+func (p *Pebble) NewPointReader() PointReader { return &pebbleReader{p: p} }
+
+// pebbleReader reads keys through one iterator that it keeps across reads
+// and replaces when the database was written since it was opened. Unlike
+// Pebble's Get, the iterator consults the bloom filters of the bottom
+// level too: Pebble skips them by default (reads that mostly find their
+// key only pay for them), while a store's reads often miss (every new key
+// of a count or an aggregation), and without the filter each miss reads an
+// index and a data block of the largest level.
+type pebbleReader struct {
+	p   *Pebble
+	it  *pebble.Iterator
+	gen uint64 // p.gen when it was opened
+}
+
+// Get implements PointReader.
+func (r *pebbleReader) Get(key []byte) ([]byte, bool, error) {
+	if g := r.p.gen.Load(); r.it == nil || g != r.gen {
+		r.Release()
+		it, err := r.p.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
+		if err != nil {
+			return nil, false, err
+		}
+		r.it, r.gen = it, g
+	}
+	// The default comparer has no key prefixes (the whole key is the
+	// prefix), so the seek finds key itself or nothing.
+	if !r.it.SeekPrefixGE(key) {
+		return nil, false, r.it.Error()
+	}
+	v, err := r.it.ValueAndErr()
+	if err != nil {
+		return nil, false, err
+	}
+	return bytes.Clone(v), true, nil
+}
+
+// Release implements PointReader.
+func (r *pebbleReader) Release() {
+	if r.it != nil {
+		r.it.Close()
+		r.it = nil
+	}
+}
+
 // Iter implements Backend.
 func (p *Pebble) Iter(lower, upper []byte, reverse bool) BytesIterator {
 	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
@@ -192,6 +242,7 @@ func (p *Pebble) Apply(b *Batch) error {
 	// written to the file (with pebble.NoSync it can stay in Pebble's
 	// buffer: measured, a SIGKILL lost all of the last 50 commits).
 	// Without Fsync, walNoSync makes the fsync itself a no-op.
+	defer p.gen.Add(1)
 	return pb.Commit(pebble.Sync)
 }
 
@@ -227,6 +278,7 @@ func (p *Pebble) writeChangelog(prefix []byte, timestamped bool, recs []Changelo
 	if err := pb.Set(offKey, offVal, nil); err != nil {
 		return err
 	}
+	defer p.gen.Add(1)
 	return pb.Commit(pebble.Sync)
 }
 

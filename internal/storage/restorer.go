@@ -232,6 +232,7 @@ func (r *tableRestorer) ingest() error {
 		r.p.fs.Remove(path)
 		return fmt.Errorf("stores: ingesting restored table %s: %w", path, err)
 	}
+	r.p.gen.Add(1)
 	r.records += r.inTable
 	r.inTable = 0
 	return r.storeOffset(r.tableNext)
@@ -241,6 +242,7 @@ func (r *tableRestorer) storeOffset(next int64) error {
 	if err := r.p.db.Set(r.offKey, encodeOffset(next), pebble.Sync); err != nil {
 		return err
 	}
+	r.p.gen.Add(1)
 	r.durable.next = next
 	return nil
 }

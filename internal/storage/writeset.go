@@ -16,6 +16,9 @@ import (
 // not safe for concurrent use.
 type WriteSet struct {
 	backend Backend
+	// reader reads the backend's keys when it has a PointReader; nil
+	// otherwise (Backend.Get).
+	reader  PointReader
 	pending *btreemap.BTreeMap[[]byte, pendingWrite]
 	ranges  [][2][]byte      // pending range deletions, applied before the writes
 	offsets map[string]int64 // offsetKey → next changelog offset
@@ -29,8 +32,13 @@ type pendingWrite struct {
 
 // NewWriteSet returns an empty write set over b.
 func NewWriteSet(b Backend) *WriteSet {
+	var reader PointReader
+	if r, ok := b.(interface{ NewPointReader() PointReader }); ok {
+		reader = r.NewPointReader()
+	}
 	return &WriteSet{
 		backend: b,
+		reader:  reader,
 		pending: btreemap.New[[]byte, pendingWrite](32, bytes.Compare),
 		offsets: map[string]int64{},
 	}
@@ -50,7 +58,20 @@ func (w *WriteSet) Get(key []byte) ([]byte, bool, error) {
 	if w.inRanges(key) {
 		return nil, false, nil
 	}
+	if w.reader != nil {
+		return w.reader.Get(key)
+	}
 	return w.backend.Get(key)
+}
+
+// ReleaseReads drops what the write set's reads hold in the backend (a
+// Pebble iterator pins the memtables and tables it was opened on, however
+// long the thread stays idle); the next read takes it again. A stream
+// thread calls it at every commit interval.
+func (w *WriteSet) ReleaseReads() {
+	if w.reader != nil {
+		w.reader.Release()
+	}
 }
 
 func (w *WriteSet) inRanges(key []byte) bool {

@@ -357,6 +357,8 @@ func (d *Driver) Close() error {
 	for _, t := range d.tasks {
 		errs = append(errs, t.Close())
 	}
+	d.wsP.ReleaseReads()
+	d.wsM.ReleaseReads()
 	errs = append(errs, d.memory.Close(), d.pebble.Close())
 	return errors.Join(errs...)
 }

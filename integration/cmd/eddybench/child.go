@@ -39,12 +39,16 @@ func child(args []string) {
 	out := fs.String("out", "", "output topic")
 	in := fs.String("in", "", "input topics, comma-separated")
 	client := fs.String("client", "", "librdkafka properties k=v,k=v for eddy's ClientConfig")
-	profile := fs.String("cpuprofile", os.Getenv("EDDYBENCH_CPUPROFILE"), "write a CPU profile of the child to this file")
+	profile := fs.String("cpuprofile", os.Getenv("EDDYBENCH_CPUPROFILE"), "write a CPU profile of the child to this file ({pid} is replaced by the child's process id)")
+	profileFor := fs.Duration("cpuprofile-for", envDuration("EDDYBENCH_CPUPROFILE_FOR"), "stop the CPU profile after this long (0: at exit); a child that is SIGKILLed (the state workload's build) writes its profile only this way")
 	fs.Parse(args)
 	if *profile != "" {
-		f := must(os.Create(*profile))
+		f := must(os.Create(strings.ReplaceAll(*profile, "{pid}", fmt.Sprint(os.Getpid()))))
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+		if *profileFor > 0 {
+			time.AfterFunc(*profileFor, pprof.StopCPUProfile)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -259,4 +263,11 @@ func ceiling(ctx context.Context, brokers, group, in, out string, eos bool, ever
 	if inTxn {
 		p.AbortTransaction(context.Background())
 	}
+}
+
+// envDuration parses the duration in environment variable name; zero when
+// it is unset or not a duration.
+func envDuration(name string) time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(name))
+	return d
 }

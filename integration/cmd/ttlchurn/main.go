@@ -76,6 +76,7 @@ func churn(name string, updates, window, step, commit, report int, ttl time.Dura
 	check(err)
 	defer db.Close()
 	ws := storage.NewWriteSet(db)
+	defer ws.ReleaseReads() // before db.Close
 	var ts int64
 	env := storage.Env{Task: "0_0", WriteSet: ws, Cache: storage.NewCache(10 << 20), Changelog: discard{},
 		Topic: "churn-changelog", Timestamp: func() int64 { return ts }, StreamTime: func() int64 { return ts }}
