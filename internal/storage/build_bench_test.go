@@ -25,7 +25,7 @@ func BenchmarkBuildState(b *testing.B) {
 				defer p.Close()
 				ws := NewWriteSet(p)
 				defer ws.ReleaseReads() // runs before p.Close
-				if read == "get" { // Pebble's Get, as before the PointReader
+				if read == "get" {      // Pebble's Get, as before the PointReader
 					ws.reader = nil
 				}
 				const tasks = 4
