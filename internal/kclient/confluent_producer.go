@@ -35,6 +35,10 @@ type producer struct {
 	// find which one the ACLs deny when the transaction fails for it.
 	txnTopics map[string]bool
 	lastTopic string
+	// msg and topic are the message Produce hands to librdkafka, reused
+	// (Produce is called by one goroutine).
+	msg   kafka.Message
+	topic string
 
 	// sendOffsets is librdkafka's SendOffsetsToTransaction (a test stands
 	// in for it).
@@ -165,8 +169,12 @@ func (p *producer) Produce(rec *rt.OutRecord) error {
 		p.lastTopic = topic
 		p.txnTopics[topic] = true
 	}
-	msg := &kafka.Message{
-		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+	// One message, reused: librdkafka copies what it keeps (no delivery
+	// channel or opaque is passed).
+	p.topic = topic
+	msg := &p.msg
+	*msg = kafka.Message{
+		TopicPartition: kafka.TopicPartition{Topic: &p.topic, Partition: kafka.PartitionAny},
 		Key:            rec.Key,
 		Value:          rec.Value,
 	}

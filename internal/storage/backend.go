@@ -34,8 +34,11 @@ type Backend interface {
 	Get(key []byte) ([]byte, bool, error)
 	// Iter walks the keys in [lower, upper); a nil bound is open.
 	Iter(lower, upper []byte, reverse bool) BytesIterator
-	// Apply writes every operation of b atomically: after a crash, all of
-	// them are visible or none.
+	// Apply writes every operation of b, in order. A batch is atomic
+	// (after a crash, all of it is visible or none) unless it is too
+	// large for the backend to hold at once (Pebble: a quarter of a
+	// memtable); then a prefix of it may be visible after a crash, so a
+	// caller puts what marks the batch as applied (stored offsets) last.
 	Apply(b *Batch) error
 	// Flush makes everything applied so far durable without a write-ahead
 	// log replay.
@@ -69,7 +72,8 @@ type batchOp struct {
 	key, value []byte // value: the end key for opDeleteRange
 }
 
-// Batch is an ordered list of writes applied atomically by Backend.Apply.
+// Batch is an ordered list of writes applied by Backend.Apply (atomically
+// unless it is very large: see Backend.Apply).
 // The batch keeps the slices it is given; callers must not modify them.
 type Batch struct {
 	ops []batchOp

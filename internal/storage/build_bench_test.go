@@ -15,7 +15,7 @@ import (
 // count, through one WriteSet committed every `commit` records. It reports
 // Pebble's read amplification and level-0 tables at the end.
 func BenchmarkBuildState(b *testing.B) {
-	for _, commit := range []int{8_000, 80_000} {
+	for _, commit := range []int{8_000, 80_000, 160_000} {
 		for _, read := range []string{"reader", "get"} {
 			b.Run(fmt.Sprintf("commit=%d/read=%s", commit, read), func(b *testing.B) {
 				p, err := OpenPebble(b.TempDir(), PebbleOptions{})

@@ -51,7 +51,7 @@ type namedCache struct {
 	// only by key (most key-value stores) never pays for it.
 	ordered              *btreemap.BTreeMap[string, *cacheEntry]
 	dirtyHead, dirtyTail *cacheEntry // dirty entries in the order they became dirty
-	flushFn              func([]*cacheEntry) error
+	flushFn              func([]cacheEntry) error
 }
 
 type cacheEntry struct {
@@ -69,7 +69,7 @@ type cacheEntry struct {
 
 func (e *cacheEntry) size() int64 { return int64(len(e.key)+len(e.value)) + entryOverhead }
 
-func (c *Cache) named(flush func([]*cacheEntry) error) *namedCache {
+func (c *Cache) named(flush func([]cacheEntry) error) *namedCache {
 	return &namedCache{c: c, entries: map[string]*cacheEntry{}, flushFn: flush}
 }
 
@@ -194,22 +194,28 @@ func (n *namedCache) flush() error {
 	if n.dirtyHead == nil {
 		return nil
 	}
-	var batch []*cacheEntry
-	for e := n.dirtyHead; e != nil; {
+	// Snapshot the entries (a flush listener may write the same key again)
+	// into one slice, their values into one buffer.
+	count, size := 0, 0
+	for e := n.dirtyHead; e != nil; e = e.dnext {
+		count++
+		size += len(e.value)
+	}
+	flushed := make([]cacheEntry, count)
+	buf := make([]byte, 0, size)
+	i := 0
+	for e := n.dirtyHead; e != nil; i++ {
 		next := e.dnext
 		e.dirty = false
 		e.dprev, e.dnext = nil, nil
-		batch = append(batch, e)
+		flushed[i] = *e
+		if e.value != nil {
+			buf = append(buf, e.value...)
+			flushed[i].value = buf[len(buf)-len(e.value) : len(buf) : len(buf)]
+		}
 		e = next
 	}
 	n.dirtyHead, n.dirtyTail = nil, nil
-	// Snapshot the values: a flush listener may write the same key again.
-	flushed := make([]*cacheEntry, len(batch))
-	for i, e := range batch {
-		cp := *e
-		cp.value = bytes.Clone(e.value)
-		flushed[i] = &cp
-	}
 	return n.flushFn(flushed)
 }
 
@@ -332,8 +338,9 @@ func (s *caching) Flush() error {
 	return s.under.Flush()
 }
 
-func (s *caching) flushEntries(entries []*cacheEntry) error {
-	for _, e := range entries {
+func (s *caching) flushEntries(entries []cacheEntry) error {
+	for i := range entries {
+		e := &entries[i]
 		key := []byte(e.key)
 		var old []byte
 		if s.listener != nil && s.sendOld && !e.quiet {

@@ -87,8 +87,10 @@ func (p *Pebble) WriteStalls() int64 { return p.stalls.Load() }
 type Pebble struct {
 	db    *pebble.DB
 	cache interface{ Unref() }
-	// memtables and blockCache are their memory limits (MemoryLimits).
+	// memtables and blockCache are their memory limits (MemoryLimits);
+	// memTableSize is the size of one memtable.
 	memtables, blockCache int64
+	memTableSize          uint64
 	stalls                *atomic.Int64 // write stalls begun (WriteStalls)
 	// dir, fs and tableOpts are where and how a restore writes the tables
 	// it ingests (tableRestorer); tables counts them, for unique names.
@@ -100,6 +102,9 @@ type Pebble struct {
 	// PointReader's iterator sees the database as of one count and is
 	// replaced once it moved on. Bumped after each write is visible.
 	gen atomic.Uint64
+	// afterPiece, when set (tests), runs after each piece of a batch but
+	// the last; an error stops Apply there, as a crash would.
+	afterPiece func() error
 }
 
 // OpenPebble opens (creating if needed) the Pebble backend in dir.
@@ -146,7 +151,7 @@ func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 	}
 	gate.openUp()
 	po.EnsureDefaults() // what Open used: the level options restored tables are written with
-	return &Pebble{db: db, cache: cache, memtables: int64(opts.MemTableSize) * pebbleMemTables,
+	return &Pebble{db: db, cache: cache, memtables: int64(opts.MemTableSize) * pebbleMemTables, memTableSize: opts.MemTableSize,
 		blockCache: opts.Memory - int64(opts.MemTableSize)*pebbleMemTables, stalls: stalls,
 		dir: dir, fs: po.FS, tableOpts: po.MakeWriterOptions(0, db.TableFormat())}, nil
 }
@@ -220,31 +225,82 @@ func (p *Pebble) Iter(lower, upper []byte, reverse bool) BytesIterator {
 	return &pebbleIter{it: it, reverse: reverse}
 }
 
-// Apply implements Backend.
+// Apply implements Backend. A batch whose memtable footprint passes
+// pieceLimit is written in pieces, in order (see pieceLimit).
 func (p *Pebble) Apply(b *Batch) error {
-	pb := p.db.NewBatch()
-	defer pb.Close()
-	for _, op := range b.ops {
-		var err error
-		switch op.kind {
-		case opSet:
-			err = pb.Set(op.key, op.value, nil)
-		case opDelete:
-			err = pb.Delete(op.key, nil)
-		case opDeleteRange:
-			err = pb.DeleteRange(op.key, op.value, nil)
+	defer p.gen.Add(1)
+	limit := p.pieceLimit()
+	for start := 0; start < len(b.ops); {
+		end, size, footprint := start, 0, uint64(0)
+		for end < len(b.ops) && (end == start || footprint < limit) {
+			op := b.ops[end]
+			size += len(op.key) + len(op.value) + 16
+			footprint += uint64(len(op.key)+len(op.value)) + memtableEntryOverhead
+			end++
 		}
+		pb := p.db.NewBatchWithSize(size)
+		for _, op := range b.ops[start:end] {
+			var err error
+			switch op.kind {
+			case opSet:
+				err = pb.Set(op.key, op.value, nil)
+			case opDelete:
+				err = pb.Delete(op.key, nil)
+			case opDeleteRange:
+				err = pb.DeleteRange(op.key, op.value, nil)
+			}
+			if err != nil {
+				pb.Close()
+				return err
+			}
+		}
+		// pebble.Sync for the last piece: the commit waits until its
+		// write-ahead log record is written to the file (with pebble.NoSync
+		// it can stay in Pebble's buffer: measured, a SIGKILL lost all of
+		// the last 50 commits); the log is written in order, so the pieces
+		// before it are too. Without Fsync, walNoSync makes the fsync itself
+		// a no-op.
+		opt := pebble.NoSync
+		if end == len(b.ops) {
+			opt = pebble.Sync
+		}
+		err := pb.Commit(opt)
+		pb.Close()
 		if err != nil {
 			return err
 		}
+		if p.afterPiece != nil && end < len(b.ops) {
+			if err := p.afterPiece(); err != nil {
+				return err
+			}
+		}
+		start = end
 	}
-	// pebble.Sync: the commit waits until its write-ahead log record is
-	// written to the file (with pebble.NoSync it can stay in Pebble's
-	// buffer: measured, a SIGKILL lost all of the last 50 commits).
-	// Without Fsync, walNoSync makes the fsync itself a no-op.
-	defer p.gen.Add(1)
-	return pb.Commit(pebble.Sync)
+	return nil
 }
+
+// memtableEntryOverhead is about what Pebble reserves in a memtable for one
+// entry besides its key and value: a skiplist node of the greatest height
+// (~180 bytes) and an 8-byte trailer.
+const memtableEntryOverhead = 200
+
+// pieceLimit is the memtable footprint past which Apply writes a batch in
+// pieces. Pebble turns a batch of half a memtable or more into a memtable
+// of its own ("flushable batch"): every such commit rotates the memtable
+// (one small table more in level 0) and leaves a sorted array, without
+// bloom filters, for reads to search until it is flushed. Measured at 10M
+// distinct keys, at-least-once (1 s commits of ~110k writes, ~26–33 MB of
+// footprint against a ~31 MB threshold): 113k records/s whole, 157k in
+// pieces, with 30% less CPU per record.
+//
+// Pieces are not atomic: after a crash, a prefix of them may be visible.
+// That is safe because of what a commit's batch holds (WriteSet.Commit):
+// range deletions first, then writes that every logged store has already
+// sent to its changelog (delivered, or inside the committed transaction),
+// then the stores' changelog offsets last. A crash between pieces leaves
+// the previous offsets, so restore replays the changelog from them and
+// writes every key of the visible prefix again, to the same value.
+func (p *Pebble) pieceLimit() uint64 { return p.memTableSize / 4 }
 
 // writeChangelog writes changelog records (under prefix; values with
 // their timestamps when timestamped) and offKey = offVal in one atomic

@@ -9,8 +9,8 @@ import (
 // WriteSet holds the writes made between two commits on top of a Backend.
 // Reads through it see those writes; nothing reaches the backend until
 // Commit, which applies every write and every changelog offset set since
-// the last commit in one atomic Backend.Apply. Discard drops them — what an
-// aborted transaction needs.
+// the last commit in one Backend.Apply, the offsets last. Discard drops
+// them — what an aborted transaction needs.
 //
 // A stream thread owns one WriteSet per backend for all its tasks; it is
 // not safe for concurrent use.
@@ -146,8 +146,11 @@ func (w *WriteSet) Iter(lower, upper []byte, reverse bool) BytesIterator {
 // Len is the number of pending writes.
 func (w *WriteSet) Len() int { return w.pending.Len() }
 
-// Commit applies every pending write and offset atomically, then empties the
-// write set.
+// Commit applies every pending write, then every offset, in one
+// Backend.Apply (range deletions first), then empties the write set. Should
+// the backend write a large batch in pieces (Pebble.Apply) and the process
+// die between two, the stored offsets are still the previous ones: restore
+// replays the changelog from them over the writes already visible.
 func (w *WriteSet) Commit() error {
 	if w.pending.Len() == 0 && len(w.offsets) == 0 && len(w.ranges) == 0 {
 		return nil

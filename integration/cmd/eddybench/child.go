@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"sort"
 	"strings"
 	"syscall"
@@ -41,7 +42,16 @@ func child(args []string) {
 	client := fs.String("client", "", "librdkafka properties k=v,k=v for eddy's ClientConfig")
 	profile := fs.String("cpuprofile", os.Getenv("EDDYBENCH_CPUPROFILE"), "write a CPU profile of the child to this file ({pid} is replaced by the child's process id)")
 	profileFor := fs.Duration("cpuprofile-for", envDuration("EDDYBENCH_CPUPROFILE_FOR"), "stop the CPU profile after this long (0: at exit); a child that is SIGKILLed (the state workload's build) writes its profile only this way")
+	traceAt := fs.Duration("trace-at", envDuration("EDDYBENCH_TRACE_AT"), "write a 5 s execution trace (runtime/trace) this long after start, to the -cpuprofile path with .trace appended (0: none)")
 	fs.Parse(args)
+	if *traceAt > 0 && *profile != "" {
+		path := strings.ReplaceAll(*profile, "{pid}", fmt.Sprint(os.Getpid())) + ".trace"
+		time.AfterFunc(*traceAt, func() {
+			f := must(os.Create(path))
+			trace.Start(f)
+			time.AfterFunc(5*time.Second, func() { trace.Stop(); f.Close() })
+		})
+	}
 	if *profile != "" {
 		f := must(os.Create(strings.ReplaceAll(*profile, "{pid}", fmt.Sprint(os.Getpid()))))
 		pprof.StartCPUProfile(f)
