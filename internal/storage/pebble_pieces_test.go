@@ -23,7 +23,7 @@ func TestCommitCutBetweenPiecesIsReplayedWhole(t *testing.T) {
 	prefix := storage.DataPrefix("0_0", "kv")
 	key := func(i int) []byte { return []byte(fmt.Sprintf("key-%06d", i)) }
 	full := func(i int) []byte { return append(append([]byte(nil), prefix...), key(i)...) }
-	const n = 50_000 // ~12 MB of memtable footprint: many pieces of 1/4 of a 1 MiB memtable
+	const n = 50_000 // ~12 MB of memtable footprint: pieces of a quarter of a 2 MiB memtable
 
 	// Commit 1: every key = "old", changelog offsets [0, n).
 	ws := storage.NewWriteSet(p)
