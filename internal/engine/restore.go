@@ -33,9 +33,8 @@ type restoreTarget struct {
 	from, end int64
 	last      int64 // offset of the last record read, -1 none
 	pending   []storage.ChangelogRecord
-	spare     []storage.ChangelogRecord // the batch before pending: the writer's until its next call
-	restored  int64                     // records durable in the store (the writer's)
-	durable   int64                     // the changelog offset durable in the store
+	restored  int64 // records durable in the store (the writer's)
+	durable   int64 // the changelog offset durable in the store
 	writer    storage.Restorer
 }
 
@@ -314,11 +313,15 @@ func (th *Thread) newReader(c kclient.Config) (kclient.Reader, error) {
 // offset after them (durable, with next stored, at the latest when the
 // target's writer finishes).
 func (th *Thread) applyRestore(t *restoreTarget, next int64) error {
-	if err := t.writer.Write(t.pending, next); err != nil {
+	buf, err := t.writer.Write(t.pending, next)
+	if err != nil {
 		return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.task.id, err)
 	}
 	t.from = next
-	t.pending, t.spare = t.spare[:0], t.pending
+	if cap(buf) < restoreBatch {
+		buf = make([]storage.ChangelogRecord, 0, restoreBatch)
+	}
+	t.pending = buf[:0]
 	th.countRestored(t)
 	return nil
 }

@@ -276,6 +276,7 @@ func (f *fetcher) Close() error {
 func (f *fetcher) run(ctx context.Context, next map[TP]int64, chunks chan<- chunk, done chan struct{}) {
 	defer close(done)
 	var leaders map[TP]int32
+	var pending <-chan []fetchResult // the fetch in flight, if any
 	pause := 50 * time.Millisecond
 	fail := func(err error) bool {
 		select {
@@ -310,22 +311,25 @@ func (f *fetcher) run(ctx context.Context, next map[TP]int64, chunks chan<- chun
 			}
 			leaders = l
 		}
-		byLeader := map[int32][]TP{}
-		for tp := range next {
-			byLeader[leaders[tp]] = append(byLeader[leaders[tp]], tp)
+		if pending == nil {
+			pending = f.startFetch(ctx, leaders, next)
 		}
-		resps := make([]fetchResult, 0, len(byLeader))
-		var wg sync.WaitGroup
-		var rmu sync.Mutex
-		for leader, tps := range byLeader {
-			wg.Go(func() {
-				resp, err := f.fetch(ctx, leader, tps, next)
-				rmu.Lock()
-				resps = append(resps, fetchResult{resp, err})
-				rmu.Unlock()
-			})
+		var resps []fetchResult
+		select {
+		case resps = <-pending:
+		case <-ctx.Done():
+			return
 		}
-		wg.Wait()
+		pending = nil
+		// First what each partition's share says about itself, and where
+		// the next fetch starts: from the batches' headers alone, so that
+		// it is in flight while the records are decoded.
+		type share struct {
+			tp       TP
+			p        *kmsg.FetchResponseTopicPartition
+			from, to int64
+		}
+		var shares []share
 		var failed error
 		var outOfRange []TP
 		for _, r := range resps {
@@ -349,23 +353,34 @@ func (f *fetcher) run(ctx context.Context, next map[TP]int64, chunks chan<- chun
 						failed = partitionErr(tp, from, err)
 						continue
 					}
-					fp, to := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-						Offset: from, IsolationLevel: f.isolation(), Topic: tp.Topic, Partition: tp.Partition,
-					}, p, f.decompressor, nil)
-					if fp.Err != nil {
-						failed = fmt.Errorf("reading %s at offset %d: %w", tp, from, fp.Err)
-						continue
-					}
-					if to <= from && len(fp.Records) == 0 {
-						continue
-					}
-					next[tp] = to
-					select {
-					case chunks <- chunk{tp: tp, recs: rawRecords(fp.Records, f.own), next: to, hwm: p.HighWatermark}:
-					case <-ctx.Done():
-						return
-					}
+					shares = append(shares, share{tp, p, from, nextOffset(p.RecordBatches, from)})
 				}
+			}
+		}
+		if failed == nil && len(outOfRange) == 0 {
+			after := maps.Clone(next)
+			for _, sh := range shares {
+				after[sh.tp] = sh.to
+			}
+			pending = f.startFetch(ctx, leaders, after)
+		}
+		for _, sh := range shares {
+			recs, to, err := f.decode(sh.tp, sh.p, sh.from)
+			if to != sh.to {
+				pending = nil // fetching from elsewhere than the records end
+			}
+			if err != nil {
+				failed = fmt.Errorf("reading %s at offset %d: %w", sh.tp, sh.from, err)
+				continue
+			}
+			if to <= sh.from && len(recs) == 0 {
+				continue
+			}
+			next[sh.tp] = to
+			select {
+			case chunks <- chunk{tp: sh.tp, recs: recs, next: to, hwm: sh.p.HighWatermark}:
+			case <-ctx.Done():
+				return
 			}
 		}
 		if len(outOfRange) > 0 {
@@ -385,6 +400,7 @@ func (f *fetcher) run(ctx context.Context, next map[TP]int64, chunks chan<- chun
 			}
 		}
 		if failed != nil {
+			pending = nil
 			leaders = nil // look the leaders up again: one may have moved
 			if !fail(failed) {
 				return
@@ -393,6 +409,35 @@ func (f *fetcher) run(ctx context.Context, next map[TP]int64, chunks chan<- chun
 		}
 		pause = 50 * time.Millisecond
 	}
+}
+
+// startFetch sends, to each partition's leader, a fetch of its partitions
+// from the offsets in next (copied: the caller may change next meanwhile),
+// and returns where the responses arrive, all at once. Nothing need read
+// them: a fetch whose results are no longer wanted ends by itself.
+func (f *fetcher) startFetch(ctx context.Context, leaders map[TP]int32, next map[TP]int64) <-chan []fetchResult {
+	offsets := maps.Clone(next)
+	byLeader := map[int32][]TP{}
+	for tp := range offsets {
+		byLeader[leaders[tp]] = append(byLeader[leaders[tp]], tp)
+	}
+	out := make(chan []fetchResult, 1)
+	go func() {
+		resps := make([]fetchResult, 0, len(byLeader))
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for leader, tps := range byLeader {
+			wg.Go(func() {
+				resp, err := f.fetch(ctx, leader, tps, offsets)
+				mu.Lock()
+				resps = append(resps, fetchResult{resp, err})
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		out <- resps
+	}()
+	return out
 }
 
 // resolve replaces, in next, every negative offset and the offsets of
@@ -606,6 +651,20 @@ func fetchErr(what string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrTransient, what, err)
 }
 
+// decode returns the records of one partition's share of a fetch response
+// from offset from on, and the offset to fetch next.
+func (f *fetcher) decode(tp TP, p *kmsg.FetchResponseTopicPartition, from int64) ([]rt.RawRecord, int64, error) {
+	d := batchDecoder{topic: tp.Topic, partition: tp.Partition, readCommitted: f.readCommitted, own: f.own, decompressor: f.decompressor}
+	recs, to, err := d.decode(nil, p, from)
+	if !errors.Is(err, errOldFormat) {
+		return recs, to, err
+	}
+	fp, to := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+		Offset: from, IsolationLevel: f.isolation(), Topic: tp.Topic, Partition: tp.Partition,
+	}, p, f.decompressor, nil)
+	return rawRecords(fp.Records, f.own), to, fp.Err
+}
+
 // rawRecords converts a fetch's records, in one allocation; keys and
 // values stay in the response's buffer unless own, when each record's key
 // and value get one allocation of their own.
@@ -617,15 +676,7 @@ func rawRecords(recs []*kgo.Record, own bool) []rt.RawRecord {
 			Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(),
 		}
 		if own {
-			b := make([]byte, len(r.Key)+len(r.Value))
-			n := copy(b, r.Value)
-			copy(b[n:], r.Key)
-			if r.Value != nil {
-				out[i].Value = b[:n:n]
-			}
-			if r.Key != nil {
-				out[i].Key = b[n:]
-			}
+			out[i].Key, out[i].Value = ownBytes(r.Key, r.Value)
 		}
 		if len(r.Headers) > 0 {
 			hs := make(processor.Headers, len(r.Headers))

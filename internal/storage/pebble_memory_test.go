@@ -38,8 +38,13 @@ func TestPebbleMemoryStaysWithinItsBudget(t *testing.T) {
 		}
 		maxMem = max(maxMem, int64(p.Metrics().MemTable.Size))
 	}
-	// One batch (~100 KB) may go into a memtable past its size.
-	if maxMem > memtables+(256<<10) {
+	// One batch (~100 KB) may go into a memtable past its size. And Pebble
+	// stops writes when the memtables queued add up to two memtables'
+	// size, while its first memtables are smaller (256 KiB, doubling up to
+	// the size set): when flushes lag behind (a loaded machine), those
+	// small ones (less than one memtable in all) and two full ones can be
+	// queued at once, once, at the start.
+	if maxMem > memtables+memtables/2+(256<<10) {
 		t.Errorf("memtables held %d bytes, limit %d", maxMem, memtables)
 	}
 	for i := range keys {

@@ -31,28 +31,29 @@ func BenchmarkRestore(b *testing.B) {
 				if order == "shuffled" {
 					rand.New(rand.NewPCG(1, 2)).Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 				}
-				// Two batches in turn: a Restorer keeps the last one until
-				// the next call.
-				var bufs [2][]ChangelogRecord
-				for k := range bufs {
-					bufs[k] = make([]ChangelogRecord, 10_000)
-					for i := range bufs[k] {
-						bufs[k][i].Value = binary.BigEndian.AppendUint64(nil, uint64(i))
-						bufs[k][i].Timestamp = int64(i)
-					}
-				}
+				// A batch is the restorer's once written: the next one is
+				// filled in the slice it returns.
 				r := NewRestorer(p, "1_0", spec)
 				defer r.Close()
 				b.ReportAllocs()
 				b.ResetTimer()
-				for i, k := 0, 0; i < b.N; i, k = i+len(bufs[0]), 1-k {
-					batch := bufs[k][:min(len(bufs[k]), b.N-i)]
+				var batch []ChangelogRecord
+				for i := 0; i < b.N; {
+					n := min(10_000, b.N-i)
+					if cap(batch) < n {
+						batch = make([]ChangelogRecord, 0, 10_000)
+					}
+					batch = batch[:n]
 					for j := range batch {
 						batch[j].Key = fmt.Appendf(batch[j].Key[:0], "key-%012d", keys[i+j])
+						batch[j].Value = binary.BigEndian.AppendUint64(batch[j].Value[:0], uint64(j))
+						batch[j].Timestamp = int64(j)
 					}
-					if err := r.Write(batch, int64(i+len(batch))); err != nil {
+					next, err := r.Write(batch, int64(i+n))
+					if err != nil {
 						b.Fatal(err)
 					}
+					i, batch = i+n, next
 				}
 				if err := r.Finish(int64(b.N)); err != nil {
 					b.Fatal(err)

@@ -52,7 +52,7 @@ func restoreAll(t *testing.T, b Backend, recs []ChangelogRecord, from, batch int
 	defer r.Close()
 	for i := from; i < len(recs); i += batch {
 		j := min(i+batch, len(recs))
-		if err := r.Write(recs[i:j], int64(j)); err != nil {
+		if _, err := r.Write(recs[i:j], int64(j)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -114,7 +114,7 @@ func TestRestorerIngestsRunsInKeyOrder(t *testing.T) {
 			defer p.Close()
 			// Another task's store, before and after the restored one.
 			other := NewRestorer(p, "0_0", Spec{Name: "counts"})
-			if err := other.Write(changelog(100, false), 100); err != nil {
+			if _, err := other.Write(changelog(100, false), 100); err != nil {
 				t.Fatal(err)
 			}
 			if err := other.Finish(100); err != nil {
@@ -143,17 +143,14 @@ func TestRestorerCutShortRestoresAgainFromItsOffset(t *testing.T) {
 	r := NewRestorer(p, "0_1", Spec{Name: "counts", Timestamped: true}).(*tableRestorer)
 	// The first half, in a table ingested at its end; then a table open.
 	for i := 0; i < 4_000; i += 500 {
-		if err := r.Write(recs[i:i+500], int64(i+500)); err != nil {
+		if _, err := r.Write(recs[i:i+500], int64(i+500)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := r.wait(); err != nil {
+	if err := r.do(r.ingest); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.ingest(); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Write(recs[4_000:5_000], 5_000); err != nil {
+	if _, err := r.Write(recs[4_000:5_000], 5_000); err != nil {
 		t.Fatal(err)
 	}
 	// What is durable is what the ingested table held, not the open one.
