@@ -193,10 +193,12 @@ func (p *producer) Produce(rec *rt.OutRecord) error {
 	p.inflight.Add(1)
 	for {
 		err := p.p.Produce(msg, nil)
-		if err != nil {
-			// Not enqueued: no delivery report will come for it.
-			p.inflight.Add(-1)
+		if err == nil {
+			return nil
 		}
+		// Not enqueued: no delivery report will come for it.
+		p.inflight.Add(-1)
+		// (Only here: errors.As makes kerr escape, an allocation a record.)
 		var kerr kafka.Error
 		if errors.As(err, &kerr) {
 			if kerr.Code() == kafka.ErrQueueFull {
