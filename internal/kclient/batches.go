@@ -26,22 +26,22 @@ import (
 
 // Record batch v2 header: the offsets of its fields, and its length.
 const (
-	batchLengthAt      = 8  // int32: the bytes after this field
-	batchMagicAt       = 16 // int8
-	batchCRCAt         = 17 // uint32, CRC-32C of everything after it
-	batchAttrsAt       = 21 // int16
-	batchLastDeltaAt   = 23 // int32
-	batchFirstTimeAt   = 27 // int64
-	batchMaxTimeAt     = 35 // int64
-	batchProducerAt    = 43 // int64
-	batchCountAt       = 57 // int32
-	batchHeaderLength  = 61
-	attrCompression    = 0x07
-	attrLogAppendTime  = 0x08
-	attrTransactional  = 0x10
-	attrControl        = 0x20
-	controlTypeAbort   = 0  // a control record's type (key bytes 2–3): abort
-	batchMinOverheadV0 = 17 // offset, length, and the byte that says the format
+	batchLengthAt     = 8  // int32: the bytes after this field
+	batchMagicAt      = 16 // int8
+	batchCRCAt        = 17 // uint32, CRC-32C of everything after it
+	batchAttrsAt      = 21 // int16
+	batchLastDeltaAt  = 23 // int32
+	batchFirstTimeAt  = 27 // int64
+	batchMaxTimeAt    = 35 // int64
+	batchProducerAt   = 43 // int64
+	batchCountAt      = 57 // int32
+	batchHeaderLength = 61
+	attrCompression   = 0x07
+	attrLogAppendTime = 0x08
+	attrTransactional = 0x10
+	attrControl       = 0x20
+	controlTypeAbort  = 0  // a control record's type (key bytes 2–3): abort
+	batchMinLength    = 17 // offset, length, and the byte that says the format (all formats)
 )
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
@@ -68,7 +68,8 @@ type batchDecoder struct {
 // with the offset to fetch next (from if p held nothing complete).
 func (d *batchDecoder) decode(dst []rt.RawRecord, p *kmsg.FetchResponseTopicPartition, from int64) ([]rt.RawRecord, int64, error) {
 	in := p.RecordBatches
-	if err := checkFormat(in); err != nil {
+	n, _, err := scanBatches(in, from)
+	if err != nil {
 		return dst, from, err
 	}
 	var aborted map[int64][]int64 // producer → first offsets of its aborted transactions, ascending
@@ -81,19 +82,12 @@ func (d *batchDecoder) decode(dst []rt.RawRecord, p *kmsg.FetchResponseTopicPart
 			slices.Sort(offs)
 		}
 	}
-	if n := countRecords(in, from); dst == nil && n > 0 {
+	if dst == nil && n > 0 {
 		dst = make([]rt.RawRecord, 0, n)
 	}
 	next := from
-	for len(in) >= batchHeaderLength {
-		size := int64(int32(binary.BigEndian.Uint32(in[batchLengthAt:]))) + 12
-		if size < batchHeaderLength || int64(len(in)) < size {
-			break // cut short by the response's size limit
-		}
-		b := in[:size]
-		in = in[size:]
-		base := int64(binary.BigEndian.Uint64(b))
-		last := base + int64(int32(binary.BigEndian.Uint32(b[batchLastDeltaAt:])))
+	for b, rest, ok := splitBatch(in); ok; b, rest, ok = splitBatch(rest) {
+		base, last := batchOffsets(b)
 		if last < next {
 			continue // wholly before the offset asked for
 		}
@@ -131,7 +125,6 @@ func (d *batchDecoder) decode(dst []rt.RawRecord, p *kmsg.FetchResponseTopicPart
 		}
 		recs := b[batchHeaderLength:]
 		if codec := attrs & attrCompression; codec != 0 {
-			var err error
 			if recs, err = d.decompressor.Decompress(recs, kgo.CompressionCodecType(codec)); err != nil {
 				return dst, next, fmt.Errorf("record batch at offset %d: decompressing (codec %d): %w", base, codec, err)
 			}
@@ -141,7 +134,6 @@ func (d *batchDecoder) decode(dst []rt.RawRecord, p *kmsg.FetchResponseTopicPart
 		if attrs&attrLogAppendTime != 0 {
 			logTime = int64(binary.BigEndian.Uint64(b[batchMaxTimeAt:]))
 		}
-		var err error
 		if dst, err = d.records(dst, recs, count, base, next, firstTime, logTime); err != nil {
 			return dst, next, err
 		}
@@ -225,66 +217,65 @@ func isAbortMarker(recs []byte, attrs uint16) bool {
 	return r.Ok() && len(key) >= 4 && binary.BigEndian.Uint16(key[2:]) == controlTypeAbort
 }
 
+// splitBatch splits the first complete batch off in; ok is false when in
+// holds none (it is empty, or the batch is cut short by the response's
+// size limit).
+func splitBatch(in []byte) (b, rest []byte, ok bool) {
+	if len(in) < batchMinLength {
+		return nil, in, false
+	}
+	size := int64(int32(binary.BigEndian.Uint32(in[batchLengthAt:]))) + 12
+	if size < batchMinLength || int64(len(in)) < size {
+		return nil, in, false
+	}
+	return in[:size], in[size:], true
+}
+
+// batchOffsets returns the offsets of a v2 batch's first and last records.
+func batchOffsets(b []byte) (base, last int64) {
+	base = int64(binary.BigEndian.Uint64(b))
+	return base, base + int64(int32(binary.BigEndian.Uint32(b[batchLastDeltaAt:])))
+}
+
 // nextOffset returns the offset to fetch after the complete batches of
 // data, read from offset from, from their headers alone: what decode
-// returns for data that decodes (for data of an older format, from).
+// returns for data that decodes.
 func nextOffset(in []byte, from int64) int64 {
-	next := from
-	for len(in) >= batchHeaderLength && in[batchMagicAt] == 2 {
-		size := int64(int32(binary.BigEndian.Uint32(in[batchLengthAt:]))) + 12
-		if size < batchHeaderLength || int64(len(in)) < size {
-			break
-		}
-		if last := int64(binary.BigEndian.Uint64(in)) + int64(int32(binary.BigEndian.Uint32(in[batchLastDeltaAt:]))); last >= next {
-			next = last + 1
-		}
-		in = in[size:]
-	}
+	_, next, _ := scanBatches(in, from)
 	return next
 }
 
-// countRecords returns how many records the complete batches of data at or
-// after offset from hold, control batches left out: one allocation holds
-// them all (growing a slice of records, ~150 bytes each, batch by batch
-// would copy them over and over).
-func countRecords(in []byte, from int64) int {
-	n := 0
-	for len(in) >= batchHeaderLength {
-		size := int64(int32(binary.BigEndian.Uint32(in[batchLengthAt:]))) + 12
-		if size < batchHeaderLength || int64(len(in)) < size {
-			break
+// scanBatches reads the headers of data's complete batches, read from
+// offset from: how many records they may hold (control batches left out;
+// a count off the wire bounds nothing, so at most one record a byte, or 64
+// a byte compressed) — one allocation holds them all, where growing a
+// slice of records (~150 bytes each) batch by batch would copy them over
+// and over — and the offset after them. errOldFormat if a batch is of
+// message format 0 or 1, an error for an unknown format or a v2 batch too
+// short for its header.
+func scanBatches(in []byte, from int64) (records int, next int64, err error) {
+	next = from
+	for b, rest, ok := splitBatch(in); ok; b, rest, ok = splitBatch(rest) {
+		switch magic := b[batchMagicAt]; {
+		case magic == 0 || magic == 1:
+			return 0, from, errOldFormat
+		case magic != 2:
+			return 0, from, fmt.Errorf("record batch at offset %d: unknown message format %d", int64(binary.BigEndian.Uint64(b)), magic)
+		case len(b) < batchHeaderLength:
+			return 0, from, fmt.Errorf("record batch at offset %d: %d bytes, shorter than its header", int64(binary.BigEndian.Uint64(b)), len(b))
 		}
-		last := int64(binary.BigEndian.Uint64(in)) + int64(int32(binary.BigEndian.Uint32(in[batchLastDeltaAt:])))
-		if binary.BigEndian.Uint16(in[batchAttrsAt:])&attrControl == 0 && last >= from {
-			// A count off the wire bounds nothing: at most one record
-			// per byte, or per 1/64 byte compressed.
-			bound := size
-			if binary.BigEndian.Uint16(in[batchAttrsAt:])&attrCompression != 0 {
+		_, last := batchOffsets(b)
+		if last < next {
+			continue
+		}
+		next = last + 1
+		if attrs := binary.BigEndian.Uint16(b[batchAttrsAt:]); attrs&attrControl == 0 {
+			bound := int64(len(b))
+			if attrs&attrCompression != 0 {
 				bound *= 64
 			}
-			n += int(max(0, min(int64(int32(binary.BigEndian.Uint32(in[batchCountAt:]))), bound)))
+			records += int(max(0, min(int64(int32(binary.BigEndian.Uint32(b[batchCountAt:]))), bound)))
 		}
-		in = in[size:]
 	}
-	return n
-}
-
-// checkFormat returns errOldFormat if any complete batch in the data is of
-// message format 0 or 1, and an error for an unknown format.
-func checkFormat(in []byte) error {
-	for len(in) >= batchMinOverheadV0 {
-		size := int64(int32(binary.BigEndian.Uint32(in[batchLengthAt:]))) + 12
-		if size < batchMinOverheadV0 || int64(len(in)) < size {
-			return nil
-		}
-		switch magic := in[batchMagicAt]; magic {
-		case 2:
-		case 0, 1:
-			return errOldFormat
-		default:
-			return fmt.Errorf("record batch at offset %d: unknown message format %d", int64(binary.BigEndian.Uint64(in)), magic)
-		}
-		in = in[size:]
-	}
-	return nil
+	return records, next, nil
 }

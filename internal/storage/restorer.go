@@ -140,7 +140,7 @@ type tableRestorer struct {
 	err  error      // the writer's first error
 }
 
-// restoreJob is a batch for the writer, or (fn set) something to run on
+// restoreJob is a batch for the writer, or (fn set; the tests' do) something to run on
 // its goroutine, whose result goes to done.
 type restoreJob struct {
 	recs []ChangelogRecord
@@ -206,17 +206,6 @@ func (r *tableRestorer) run() {
 		default:
 		}
 	}
-}
-
-// do runs fn on the writer's goroutine once the batches queued before are
-// written (on the caller's, once it stopped).
-func (r *tableRestorer) do(fn func() error) error {
-	if r.jobs == nil || r.stopped {
-		return fn()
-	}
-	done := make(chan error, 1)
-	r.jobs <- restoreJob{fn: fn, done: done}
-	return <-done
 }
 
 // stop waits until the writer wrote every batch queued, and ends it.

@@ -204,3 +204,14 @@ func TestRestorerOnMemory(t *testing.T) {
 	restoreAll(t, m, recs, 0, 700)
 	checkState(t, m, recs)
 }
+
+// do runs fn on the writer's goroutine once the batches queued before are
+// written (on the caller's, once it stopped).
+func (r *tableRestorer) do(fn func() error) error {
+	if r.jobs == nil || r.stopped {
+		return fn()
+	}
+	done := make(chan error, 1)
+	r.jobs <- restoreJob{fn: fn, done: done}
+	return <-done
+}
