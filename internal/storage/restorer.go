@@ -140,8 +140,8 @@ type tableRestorer struct {
 	err  error      // the writer's first error
 }
 
-// restoreJob is a batch for the writer, or (fn set; the tests' do) something to run on
-// its goroutine, whose result goes to done.
+// restoreJob is a batch for the writer, or (fn set, by the tests' do)
+// something to run on its goroutine, whose result goes to done.
 type restoreJob struct {
 	recs []ChangelogRecord
 	next int64
