@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
-	"github.com/eddy-go/eddy/internal/rt"
 )
 
 type producer struct {
@@ -30,13 +28,16 @@ type producer struct {
 	// txnID is the transactional id ("" when not transactional), for
 	// naming it in an authorization failure.
 	txnID string
+	// out holds the records produced until the sender goroutine enqueues
+	// them in librdkafka (outbox.go).
+	out *outbox
 	// txnTopics are the topics written in the current transaction (by
-	// the one goroutine that produces), lastTopic the latest of them: to
-	// find which one the ACLs deny when the transaction fails for it.
+	// the sender goroutine; read while it is idle), lastTopic the latest
+	// of them: to find which one the ACLs deny when the transaction fails
+	// for it.
 	txnTopics map[string]bool
 	lastTopic string
-	// msg and topic are the message Produce hands to librdkafka, reused
-	// (Produce is called by one goroutine).
+	// msg and topic are the message the sender hands to librdkafka, reused.
 	msg   kafka.Message
 	topic string
 
@@ -74,7 +75,7 @@ func NewProducer(cfg Config) (Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	pr := &producer{p: p, done: make(chan struct{}), last: map[TP]int64{}, w: newWatch(), txnTopics: map[string]bool{}}
+	pr := &producer{p: p, done: make(chan struct{}), last: map[TP]int64{}, w: newWatch(), txnTopics: map[string]bool{}, out: newOutbox()}
 	if id, ok := cfg["transactional.id"].(string); ok {
 		pr.txnID = id
 	}
@@ -82,6 +83,7 @@ func NewProducer(cfg Config) (Producer, error) {
 		return p.SendOffsetsToTransaction(ctx, offsets, group)
 	}
 	go pr.drain()
+	go pr.send()
 	return pr, nil
 }
 
@@ -110,10 +112,7 @@ func (p *producer) drain() {
 					p.last[tp] = int64(e.TopicPartition.Offset)
 				}
 			}
-			if p.inflight.Add(-1) == 0 && p.wake != nil {
-				close(p.wake)
-				p.wake = nil
-			}
+			p.settledLocked(1)
 			p.mu.Unlock()
 		case kafka.Error:
 			p.w.see(e)
@@ -163,8 +162,10 @@ func fencedCode(code kafka.ErrorCode) bool {
 	return code == kafka.ErrFenced || code == kafka.ErrProducerFenced || code == kafka.ErrInvalidProducerEpoch
 }
 
-func (p *producer) Produce(rec *rt.OutRecord) error {
-	topic := rec.Topic
+// enqueue hands one record to librdkafka (the sender goroutine's part of
+// Produce, see outbox).
+func (p *producer) enqueue(r *outRecord) error {
+	topic := r.topic
 	if p.txnID != "" && topic != p.lastTopic {
 		p.lastTopic = topic
 		p.txnTopics[topic] = true
@@ -175,35 +176,29 @@ func (p *producer) Produce(rec *rt.OutRecord) error {
 	msg := &p.msg
 	*msg = kafka.Message{
 		TopicPartition: kafka.TopicPartition{Topic: &p.topic, Partition: kafka.PartitionAny},
-		Key:            rec.Key,
-		Value:          rec.Value,
+		Key:            r.key,
+		Value:          r.value,
+		Headers:        r.headers,
 	}
-	if rec.Partition >= 0 {
-		msg.TopicPartition.Partition = rec.Partition
+	if r.partition >= 0 {
+		msg.TopicPartition.Partition = r.partition
 	}
-	if rec.Timestamp >= 0 {
-		msg.Timestamp = time.UnixMilli(rec.Timestamp)
+	if r.timestamp >= 0 {
+		msg.Timestamp = time.UnixMilli(r.timestamp)
 	}
-	if len(rec.Headers) > 0 {
-		msg.Headers = make([]kafka.Header, len(rec.Headers))
-		for i, h := range rec.Headers {
-			msg.Headers[i] = kafka.Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	p.inflight.Add(1)
 	for {
 		err := p.p.Produce(msg, nil)
 		if err == nil {
 			return nil
 		}
-		// Not enqueued: no delivery report will come for it.
-		p.inflight.Add(-1)
 		// (Only here: errors.As makes kerr escape, an allocation a record.)
 		var kerr kafka.Error
 		if errors.As(err, &kerr) {
 			if kerr.Code() == kafka.ErrQueueFull {
+				if p.out.drop.Load() {
+					return errDropped
+				}
 				p.p.Flush(10) // wait for room in librdkafka's queue
-				p.inflight.Add(1)
 				continue
 			}
 			if kerr.IsFatal() || kerr.Code() == kafka.ErrFatal || fencedCode(kerr.Code()) {
@@ -217,6 +212,21 @@ func (p *producer) Produce(rec *rt.OutRecord) error {
 			}
 		}
 		return err
+	}
+}
+
+// settle takes n records out of inflight (refused or dropped: no delivery
+// report will come for them).
+func (p *producer) settle(n int64) {
+	p.mu.Lock()
+	p.settledLocked(n)
+	p.mu.Unlock()
+}
+
+func (p *producer) settledLocked(n int64) {
+	if p.inflight.Add(-n) == 0 && p.wake != nil {
+		close(p.wake)
+		p.wake = nil
 	}
 }
 
@@ -269,8 +279,10 @@ func (p *producer) WaitDelivered(ctx context.Context) error {
 	}
 }
 
-// Purge implements Producer.
+// Purge implements Producer: the records still in the outbox are dropped
+// too.
 func (p *producer) Purge() error {
+	p.discard(context.Background())
 	return p.p.Purge(kafka.PurgeQueue | kafka.PurgeInFlight)
 }
 
@@ -392,6 +404,9 @@ func (p *producer) BeginTransaction() error {
 	if err := p.gaveUp("BeginTransaction"); err != nil {
 		return err
 	}
+	if err := p.out.waitIdle(context.Background()); err != nil {
+		return err
+	}
 	clear(p.txnTopics)
 	p.lastTopic = ""
 	return p.txnErr("BeginTransaction", p.p.BeginTransaction())
@@ -403,6 +418,10 @@ func (p *producer) SendOffsets(ctx context.Context, offsets map[TP]int64, meta m
 		return &TxnError{Op: "SendOffsetsToTransaction", Err: fmt.Errorf("group metadata is %T", gm)}
 	}
 	if err := p.gaveUp("SendOffsetsToTransaction"); err != nil {
+		return err
+	}
+	// Every record of the transaction is in librdkafka before its offsets.
+	if err := p.out.waitIdle(ctx); err != nil {
 		return err
 	}
 	kofs := withOffsets(offsets, meta)
@@ -444,6 +463,9 @@ func (p *producer) CommitTransaction(ctx context.Context) error {
 	if err := p.gaveUp("CommitTransaction"); err != nil {
 		return err
 	}
+	if err := p.out.waitIdle(ctx); err != nil {
+		return err
+	}
 	ctx, end := p.w.bind(ctx)
 	return p.txnErr("CommitTransaction", end(p.p.CommitTransaction(ctx)))
 }
@@ -452,6 +474,7 @@ func (p *producer) AbortTransaction(ctx context.Context) error {
 	if err := p.gaveUp("AbortTransaction"); err != nil {
 		return err
 	}
+	p.discard(ctx)
 	ctx, end := p.w.bind(ctx)
 	return p.txnErr("AbortTransaction", end(p.p.AbortTransaction(ctx)))
 }
@@ -460,6 +483,16 @@ func (p *producer) AbortTransaction(ctx context.Context) error {
 // inside it, that happens when the call returns (destroying it under the
 // call would free what the call uses).
 func (p *producer) Close() {
+	p.out.mu.Lock()
+	was := p.out.closed
+	p.out.closed = true
+	p.out.mu.Unlock()
+	if !was {
+		ctx, cancel := context.WithTimeout(context.Background(), stuckGrace)
+		p.discard(ctx)
+		cancel()
+		close(p.out.kick) // the sender returns once idle
+	}
 	p.mu.Lock()
 	stuck := p.stuck
 	p.mu.Unlock()

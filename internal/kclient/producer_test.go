@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/eddy-go/eddy/internal/rt"
 )
 
 // A SendOffsetsToTransaction that never returns (librdkafka 5456/5511,
@@ -88,5 +90,44 @@ func TestSendOffsetsAnswerPassesThrough(t *testing.T) {
 	var te *TxnError
 	if !errors.As(err, &te) || te.Fatal || !te.Retriable || errors.Is(err, ErrStuck) {
 		t.Fatalf("SendOffsets = %#v, want a retriable TxnError", err)
+	}
+}
+
+// With the brokers away and librdkafka's queue full, the sender waits for
+// room; Purge must still drop what is queued (in the outbox and in
+// librdkafka) and leave nothing in flight, so that an at-least-once thread
+// can rewind after an outage instead of waiting on its own records.
+func TestPurgeDropsRecordsTheSenderCannotEnqueue(t *testing.T) {
+	pr, err := NewProducer(Config{"bootstrap.servers": "127.0.0.1:1", "log_level": 0,
+		"queue.buffering.max.messages": 100, "message.timeout.ms": 600_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pr.(*producer)
+	defer p.Close()
+	rec := rt.OutRecord{Topic: "t", Partition: 0, Key: []byte("k"), Value: []byte("v"), Timestamp: -1}
+	for i := 0; i < 1000; i++ {
+		if err := p.Produce(&rec); err != nil {
+			t.Fatalf("Produce %d: %v", i, err)
+		}
+	}
+	// The sender is stuck waiting for room in librdkafka's queue.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	err = p.WaitDelivered(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitDelivered with no broker = %v, want it to time out", err)
+	}
+	if err := p.Purge(); err != nil {
+		t.Fatalf("Purge: %v", err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p.WaitDelivered(ctx) // the purged records' failures
+	if n := p.inflight.Load(); n != 0 {
+		t.Fatalf("%d records still in flight after Purge", n)
+	}
+	if err := p.out.waitIdle(ctx); err != nil {
+		t.Fatalf("the sender is not idle after Purge: %v", err)
 	}
 }

@@ -1,0 +1,157 @@
+package integration_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/eddy-go/eddy/integration/kafkatest"
+	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/rt"
+	"github.com/eddy-go/eddy/processor"
+)
+
+// TestProducerWritesWhatItWasGivenInOrder: Produce queues records for a
+// goroutine that hands them to librdkafka later, so it must copy them —
+// the stream thread reuses its buffers the moment Produce returns — and
+// keep their order. Every record is produced from one buffer overwritten
+// after each call; keys and values that are null, empty or set, headers
+// with null and empty values, explicit timestamps all come back as given,
+// in order, from the real broker.
+func TestProducerWritesWhatItWasGivenInOrder(t *testing.T) {
+	brokers := realBroker(t)
+	topic := kafkatest.UniqueName(t, "producer")
+	kafkatest.CreateTopic(t, brokers, topic, 2, nil)
+	p, err := kclient.NewProducer(kclient.Config{"bootstrap.servers": brokers, "enable.idempotence": true, "linger.ms": 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+
+	const n = 40_000 // more than one outbox batch
+	want := make([]kafkatest.Record, 0, n)
+	buf := make([]byte, 0, 64)
+	base := time.Now().Add(-time.Hour).UnixMilli()
+	for i := range n {
+		part := int32(i % 2)
+		buf = append(buf[:0], fmt.Sprintf("key-%d|value-%d", i, i)...)
+		sep := bytes.IndexByte(buf, '|')
+		rec := rt.OutRecord{Topic: topic, Partition: part, Key: buf[:sep], Value: buf[sep+1:], Timestamp: base + int64(i)}
+		w := kafkatest.Record{Partition: part, Key: []byte(string(buf[:sep])), Value: []byte(string(buf[sep+1:])), Timestamp: time.UnixMilli(base + int64(i))}
+		switch i % 7 {
+		case 1:
+			rec.Key, w.Key = nil, nil
+		case 2:
+			rec.Value, w.Value = nil, nil // a tombstone
+		case 3:
+			rec.Value, w.Value = buf[:0], []byte{}
+		case 4:
+			hv := buf[sep+1:]
+			rec.Headers = processor.Headers{{Key: "h", Value: hv}, {Key: "null"}, {Key: "empty", Value: buf[:0]}}
+			w.Headers = []kafkatest.Header{{Key: "h", Value: []byte(string(hv))}, {Key: "null"}, {Key: "empty", Value: []byte{}}}
+		}
+		if err := p.Produce(&rec); err != nil {
+			t.Fatalf("Produce %d: %v", i, err)
+		}
+		for j := range buf { // the caller's buffer changes at once
+			buf[j] = 'X'
+		}
+		want = append(want, w)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	defer cancel()
+	if err := p.WaitDelivered(ctx); err != nil {
+		t.Fatalf("WaitDelivered: %v", err)
+	}
+	got := kafkatest.ConsumeAll(t, brokers, topic)
+	if len(got) != n {
+		t.Fatalf("consumed %d records, want %d", len(got), n)
+	}
+	byPart := map[int32][]kafkatest.Record{}
+	for _, r := range got {
+		byPart[r.Partition] = append(byPart[r.Partition], r)
+	}
+	next := map[int32]int{}
+	for i, w := range want {
+		k := next[w.Partition]
+		next[w.Partition]++
+		g := byPart[w.Partition][k]
+		if (g.Key == nil) != (w.Key == nil) || !bytes.Equal(g.Key, w.Key) ||
+			(g.Value == nil) != (w.Value == nil) || !bytes.Equal(g.Value, w.Value) ||
+			!g.Timestamp.Equal(w.Timestamp) || !sameHeaders(g.Headers, w.Headers) {
+			t.Fatalf("record %d (partition %d, #%d): got key %q value %q ts %v headers %q, want key %q value %q ts %v headers %q",
+				i, w.Partition, k, g.Key, g.Value, g.Timestamp, g.Headers, w.Key, w.Value, w.Timestamp, w.Headers)
+		}
+	}
+}
+
+func sameHeaders(a, b []kafkatest.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Key != b[i].Key || (a[i].Value == nil) != (b[i].Value == nil) || !bytes.Equal(a[i].Value, b[i].Value) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestProducerRefusalStopsTheRecordsAfterIt: a record librdkafka refuses
+// (larger than the producer's message.max.bytes) fails the next Produce
+// and WaitDelivered, and no record queued after it is written: what
+// follows a lost record must not reach the topic, or a commit could pass
+// over the gap.
+func TestProducerRefusalStopsTheRecordsAfterIt(t *testing.T) {
+	brokers := realBroker(t)
+	topic := kafkatest.UniqueName(t, "producer-refusal")
+	kafkatest.CreateTopic(t, brokers, topic, 1, nil)
+	p, err := kclient.NewProducer(kclient.Config{"bootstrap.servers": brokers, "message.max.bytes": 10_000, "linger.ms": 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	produce := func(i, size int) error {
+		v := bytes.Repeat([]byte{'v'}, size)
+		return p.Produce(&rt.OutRecord{Topic: topic, Partition: 0, Key: []byte(fmt.Sprint(i)), Value: v, Timestamp: -1})
+	}
+	for i := range 100 {
+		if err := produce(i, 10); err != nil {
+			t.Fatalf("Produce %d: %v", i, err)
+		}
+	}
+	if err := produce(100, 50_000); err != nil && !isTooLarge(err) {
+		t.Fatalf("Produce of the large record: %v", err)
+	}
+	var refused error
+	for i := 101; i < 10_000 && refused == nil; i++ {
+		refused = produce(i, 10)
+	}
+	if !isTooLarge(refused) {
+		t.Fatalf("Produce after the refused record = %v, want the refusal (message size too large)", refused)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	defer cancel()
+	if err := p.WaitDelivered(ctx); !isTooLarge(err) {
+		t.Fatalf("WaitDelivered = %v, want the refusal", err)
+	}
+	got := kafkatest.ConsumeAll(t, brokers, topic)
+	if len(got) != 100 {
+		t.Fatalf("the topic holds %d records, want the 100 before the refused one", len(got))
+	}
+	for i, r := range got {
+		if string(r.Key) != fmt.Sprint(i) {
+			t.Fatalf("record %d has key %q", i, r.Key)
+		}
+	}
+}
+
+func isTooLarge(err error) bool {
+	var kerr kafka.Error
+	return errors.As(err, &kerr) && kerr.Code() == kafka.ErrMsgSizeTooLarge
+}
