@@ -49,7 +49,7 @@ type result struct {
 	rate     float64 // input records per second
 	cpuPerM  float64 // CPU seconds per million input records
 	maxRSS   float64 // MiB
-	commitMs [2]float64
+	commitMs [4]float64
 }
 
 func newBench(o options) *bench {
@@ -185,7 +185,7 @@ func (r result) String() string {
 	}
 	s := fmt.Sprintf("%.0f records/s, %.2f CPU-s per 1M, max RSS %.0f MiB", r.rate, r.cpuPerM, r.maxRSS)
 	if r.commitMs[0] > 0 {
-		s += fmt.Sprintf(", commits p50 %.1f ms p99 %.1f ms", r.commitMs[0], r.commitMs[1])
+		s += fmt.Sprintf(", commits p50 %.1f ms p99 %.1f ms (%.0f commits, %.0f over 40 ms)", r.commitMs[0], r.commitMs[1], r.commitMs[2], r.commitMs[3])
 	}
 	return s
 }
@@ -274,6 +274,17 @@ func caughtUp(l kadm.DescribedGroupLag, w workload) bool {
 		}
 	}
 	return sawRepartition || !w.repartition
+}
+
+// parseCommits reads the child's "COMMITS p50 p99 count slow" line.
+func parseCommits(line string, stats *[4]float64) {
+	f := strings.Fields(line)
+	if len(f) != 5 || f[0] != "COMMITS" {
+		return
+	}
+	for i := range stats {
+		stats[i], _ = strconv.ParseFloat(f[i+1], 64)
+	}
 }
 
 // childProc is a system under measurement, as an OS process.
@@ -370,26 +381,21 @@ func (p *childProc) maxRSS() float64 {
 }
 
 // stopAndCommitStats stops the process (SIGTERM) and returns the commit
-// durations it reported on exit (eddy only: p50, p99 in ms).
-func (p *childProc) stopAndCommitStats() [2]float64 {
+// durations it reported on exit (eddy only: p50 and p99 in ms, the number
+// of commits and of those over 40.5 ms).
+func (p *childProc) stopAndCommitStats() [4]float64 {
 	p.cmd.Process.Signal(syscall.SIGTERM)
-	var stats [2]float64
+	var stats [4]float64
 	t := time.After(90 * time.Second)
 	for {
 		select {
 		case l := <-p.lines:
-			if f := strings.Fields(l); len(f) == 3 && f[0] == "COMMITS" {
-				stats[0], _ = strconv.ParseFloat(f[1], 64)
-				stats[1], _ = strconv.ParseFloat(f[2], 64)
-			}
+			parseCommits(l, &stats)
 		case <-p.done:
 			for {
 				select {
 				case l := <-p.lines:
-					if f := strings.Fields(l); len(f) == 3 && f[0] == "COMMITS" {
-						stats[0], _ = strconv.ParseFloat(f[1], 64)
-						stats[1], _ = strconv.ParseFloat(f[2], 64)
-					}
+					parseCommits(l, &stats)
 				default:
 					return stats
 				}
@@ -435,7 +441,8 @@ func (b *bench) printTable() {
 	}
 	for _, r := range b.rows {
 		if e, ok := r.res["eddy"]; ok && e.ok && r.guarantee == "exactly_once" && e.commitMs[0] > 0 {
-			fmt.Printf("\neddy commit duration, %s exactly-once: p50 %.1f ms, p99 %.1f ms", r.workload, e.commitMs[0], e.commitMs[1])
+			fmt.Printf("\neddy commit duration, %s exactly-once: p50 %.1f ms, p99 %.1f ms (%.0f commits, %.0f over 40 ms)",
+				r.workload, e.commitMs[0], e.commitMs[1], e.commitMs[2], e.commitMs[3])
 		}
 	}
 	fmt.Println()
