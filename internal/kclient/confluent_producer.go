@@ -215,6 +215,18 @@ func (p *producer) enqueue(r *outRecord) error {
 	}
 }
 
+// enqueued waits until the outbox is empty, for a transactional call op:
+// it returns the first record librdkafka refused (as it is: the
+// transaction must not commit without it), or, out of time, a TxnError as
+// the call itself would have timed out.
+func (p *producer) enqueued(ctx context.Context, op string) error {
+	err := p.out.waitIdle(ctx)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return txnErr(op, err)
+	}
+	return err
+}
+
 // settle takes n records out of inflight (refused or dropped: no delivery
 // report will come for them).
 func (p *producer) settle(n int64) {
@@ -421,7 +433,7 @@ func (p *producer) SendOffsets(ctx context.Context, offsets map[TP]int64, meta m
 		return err
 	}
 	// Every record of the transaction is in librdkafka before its offsets.
-	if err := p.out.waitIdle(ctx); err != nil {
+	if err := p.enqueued(ctx, "SendOffsetsToTransaction"); err != nil {
 		return err
 	}
 	kofs := withOffsets(offsets, meta)
@@ -463,7 +475,7 @@ func (p *producer) CommitTransaction(ctx context.Context) error {
 	if err := p.gaveUp("CommitTransaction"); err != nil {
 		return err
 	}
-	if err := p.out.waitIdle(ctx); err != nil {
+	if err := p.enqueued(ctx, "CommitTransaction"); err != nil {
 		return err
 	}
 	ctx, end := p.w.bind(ctx)

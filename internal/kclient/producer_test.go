@@ -94,7 +94,8 @@ func TestSendOffsetsAnswerPassesThrough(t *testing.T) {
 }
 
 // With the brokers away and librdkafka's queue full, the sender waits for
-// room; Purge must still drop what is queued (in the outbox and in
+// room; a transaction's commit waits for it no longer than its context,
+// and Purge must still drop what is queued (in the outbox and in
 // librdkafka) and leave nothing in flight, so that an at-least-once thread
 // can rewind after an outage instead of waiting on its own records.
 func TestPurgeDropsRecordsTheSenderCannotEnqueue(t *testing.T) {
@@ -117,6 +118,15 @@ func TestPurgeDropsRecordsTheSenderCannotEnqueue(t *testing.T) {
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WaitDelivered with no broker = %v, want it to time out", err)
+	}
+	// A transaction's commit waits for the records to be in librdkafka;
+	// out of time, it is a retriable TxnError, as librdkafka's own timeout.
+	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+	err = p.CommitTransaction(ctx)
+	cancel()
+	var te *TxnError
+	if !errors.As(err, &te) || !te.Retriable || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("CommitTransaction with records the sender cannot enqueue = %v, want a retriable TxnError", err)
 	}
 	if err := p.Purge(); err != nil {
 		t.Fatalf("Purge: %v", err)
