@@ -94,9 +94,15 @@ type Config struct {
 	// in the state directory, so a restarted instance fences its previous
 	// incarnation at once.
 	ProcessID string
-	// MaxTaskIdle is how long a task with an empty input partition waits for
-	// it before processing records of its other partitions, for
-	// timestamp-ordered joins and merges. Default 0: do not wait.
+	// MaxTaskIdle is Kafka Streams' max.task.idle.ms. A task processes its
+	// partitions' records in timestamp order; when one of its input
+	// partitions has no record buffered but is known to have records not
+	// fetched yet (or its end is not known yet), it waits for them, so
+	// that a stream–table join sees the table rows older than its stream
+	// records (Kafka Streams' default, KIP-695). MaxTaskIdle > 0 makes it
+	// also wait that long for an empty partition that is caught up, for
+	// records still being produced; negative never waits (Kafka Streams'
+	// -1). Default 0.
 	MaxTaskIdle time.Duration
 	// MaxBufferedRecords bounds the records a stream thread holds ahead of
 	// processing: this many per assigned partition, counted over all of
@@ -224,9 +230,6 @@ func (c *Config) validate() error {
 	}
 	if c.ReplicationFactor < -1 || c.ReplicationFactor == 0 {
 		bad("ReplicationFactor must be -1 (broker default) or at least 1, got %d", c.ReplicationFactor)
-	}
-	if c.MaxTaskIdle < 0 {
-		bad("MaxTaskIdle must not be negative, got %v", c.MaxTaskIdle)
 	}
 	if c.MaxBufferedRecords < 1 {
 		bad("MaxBufferedRecords must be at least 1, got %d", c.MaxBufferedRecords)

@@ -22,8 +22,10 @@ type Config struct {
 	ExactlyOnce bool
 	// CommitInterval is how often a thread commits.
 	CommitInterval time.Duration
-	// MaxTaskIdle is how long a task with an empty input partition waits
-	// for it before processing the others.
+	// MaxTaskIdle is how long a task whose empty input partition is caught
+	// up waits for it before processing the others; a partition with
+	// records not fetched yet is always waited for, unless MaxTaskIdle is
+	// negative (never wait).
 	MaxTaskIdle time.Duration
 	// CacheBytes is each thread's record cache.
 	CacheBytes int64

@@ -53,11 +53,18 @@ func (th *Thread) poll() error {
 		}
 	}
 	limit := th.cfg.MaxBufferedRecords * max(len(th.parts), 1)
+	if th.behind {
+		// A task waits for a partition whose records are on their way:
+		// they come after what the consumer holds, so take it even past
+		// the limit (waiting for them with full buffers would be for
+		// ever), and wait for it rather than spin.
+		limit = buffered + th.cfg.MaxBufferedRecords
+	}
 	if buffered >= limit {
 		return nil
 	}
 	timeout := 50 * time.Millisecond
-	if buffered > 0 || len(th.restoring) > 0 {
+	if (buffered > 0 && !th.behind) || len(th.restoring) > 0 {
 		timeout = 0
 	}
 	for ; buffered < limit; buffered++ {
@@ -97,14 +104,22 @@ func (th *Thread) poll() error {
 }
 
 // next picks the task's partition whose head record has the lowest
-// timestamp; with MaxTaskIdle, a task with an empty partition waits for it
-// that long first.
+// timestamp. As Kafka Streams does by default (KIP-695), a task with an
+// empty partition that is known to have records not fetched yet (or whose
+// end is not known yet) waits for them, so that records are processed in
+// timestamp order across partitions — a stream–table join sees the table
+// rows older than its stream records; with MaxTaskIdle > 0 it then waits
+// that long for a caught-up empty partition too; a negative MaxTaskIdle
+// never waits.
 func (th *Thread) next(tk *task, now time.Time) *partition {
 	var best *partition
-	empty := false
+	empty, behind := false, false
 	for _, p := range tk.parts {
 		if p.size() == 0 {
 			empty = true
+			if !behind && th.cfg.MaxTaskIdle >= 0 && !p.paused && !th.consumer.CaughtUp(p.tp) {
+				behind = true
+			}
 			continue
 		}
 		if best == nil || p.buf[p.head].Timestamp < best.buf[best.head].Timestamp {
@@ -113,6 +128,11 @@ func (th *Thread) next(tk *task, now time.Time) *partition {
 	}
 	if best == nil {
 		tk.idleSince = time.Time{}
+		return nil
+	}
+	if behind {
+		tk.idleSince = time.Time{}
+		th.behind = true
 		return nil
 	}
 	if empty && th.cfg.MaxTaskIdle > 0 {
@@ -131,6 +151,7 @@ func (th *Thread) next(tk *task, now time.Time) *partition {
 // process runs buffered records through their tasks, round-robin, up to a
 // budget so the loop keeps polling and committing on time.
 func (th *Thread) process() error {
+	th.behind = false
 	now := time.Now()
 	deadline := now.Add(100 * time.Millisecond)
 	for n := 0; n < 20_000; {

@@ -58,6 +58,10 @@ type Thread struct {
 
 	// dirty: records were processed or sent since the last commit.
 	dirty bool
+	// behind: the last process round left a task waiting for a partition
+	// known to have records not fetched yet (poll then fetches even with
+	// full buffers, and waits for them instead of spinning).
+	behind bool
 	// changelogs written since the last commit: their end offsets are
 	// stored with the stores' writes.
 	written    map[kclient.TP]changelogRef

@@ -274,6 +274,13 @@ func (c *consumer) HighWatermark(tp TP) int64 {
 	return hi
 }
 
+// CaughtUp implements Consumer: librdkafka's consumer (used only when the
+// client properties ask for what eddy's fetcher cannot do) does not say
+// when a partition it returned nothing of is caught up, so it answers
+// true: its tasks do not wait for empty partitions (MaxTaskIdle still
+// applies).
+func (c *consumer) CaughtUp(TP) bool { return true }
+
 func (c *consumer) Position(tps []TP) (map[TP]int64, error) {
 	res, err := c.c.Position(ktps(tps))
 	if err != nil {

@@ -293,6 +293,9 @@ func (g *groupConsumer) Position(tps []TP) (map[TP]int64, error) {
 
 func (g *groupConsumer) HighWatermark(tp TP) int64 { return g.f.highWatermark(tp) }
 
+// CaughtUp implements Consumer.
+func (g *groupConsumer) CaughtUp(tp TP) bool { return g.f.caughtUp(tp) }
+
 // Close leaves the group (its revocation callback runs) and then stops
 // the fetcher.
 func (g *groupConsumer) Close() error {

@@ -51,6 +51,11 @@ type Consumer interface {
 	// HighWatermark returns the partition's end offset as last seen in a
 	// fetch response (no broker round trip; -1 when unknown).
 	HighWatermark(tp TP) int64
+	// CaughtUp tells whether Poll returned every record of tp up to its end
+	// as last seen in a fetch response: false while that end is unknown or
+	// records before it are still to come (a task waits for such a
+	// partition before processing its others, as Kafka Streams does).
+	CaughtUp(tp TP) bool
 	// Commit commits offsets, each with its metadata (may be nil),
 	// synchronously (at-least-once).
 	Commit(offsets map[TP]int64, meta map[TP]string) error

@@ -254,12 +254,24 @@ func (f *fetcher) position(tp TP) (int64, bool) {
 	return off, ok
 }
 
-// highWatermark is tp's end as the last response taken said (-1 unknown).
+// highWatermark is tp's end as the last response taken said (the last
+// stable offset when reading committed records; -1 unknown).
 func (f *fetcher) highWatermark(tp TP) int64 {
 	if h, ok := f.hwm[tp]; ok {
 		return h
 	}
 	return -1
+}
+
+// caughtUp tells whether every record of tp up to its end as the last
+// response taken said was returned (false while the end is unknown).
+func (f *fetcher) caughtUp(tp TP) bool {
+	end, ok := f.hwm[tp]
+	if !ok || end < 0 {
+		return false
+	}
+	pos, ok := f.position(tp)
+	return ok && pos >= end
 }
 
 func (f *fetcher) Close() error {
@@ -277,6 +289,10 @@ func (f *fetcher) run(ctx context.Context, next map[TP]int64, chunks chan<- chun
 	defer close(done)
 	var leaders map[TP]int32
 	var pending <-chan []fetchResult // the fetch in flight, if any
+	// told is each partition's end as last handed to the caller: an
+	// empty share is handed over when it says the end moved, so that the
+	// caller knows whether a partition it has no records of is caught up.
+	told := map[TP]int64{}
 	pause := 50 * time.Millisecond
 	fail := func(err error) bool {
 		select {
@@ -373,12 +389,17 @@ func (f *fetcher) run(ctx context.Context, next map[TP]int64, chunks chan<- chun
 				failed = fmt.Errorf("reading %s at offset %d: %w", sh.tp, sh.from, err)
 				continue
 			}
-			if to <= sh.from && len(recs) == 0 {
-				continue
+			end := sh.p.HighWatermark
+			if f.readCommitted && sh.p.LastStableOffset >= 0 {
+				end = sh.p.LastStableOffset
 			}
+			if to <= sh.from && len(recs) == 0 && told[sh.tp] == end {
+				continue // nothing new, not even where the partition ends
+			}
+			told[sh.tp] = end
 			next[sh.tp] = to
 			select {
-			case chunks <- chunk{tp: sh.tp, recs: recs, next: to, hwm: sh.p.HighWatermark}:
+			case chunks <- chunk{tp: sh.tp, recs: recs, next: to, hwm: end}:
 			case <-ctx.Done():
 				return
 			}

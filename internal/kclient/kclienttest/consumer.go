@@ -288,6 +288,11 @@ func (k *Consumer) Position(tps []kclient.TP) (map[kclient.TP]int64, error) {
 	return out, nil
 }
 
+// CaughtUp implements kclient.Consumer: the fake hands over whatever is
+// in its log at once, so it always answers true (tasks never wait for an
+// empty partition unless MaxTaskIdle says so).
+func (k *Consumer) CaughtUp(kclient.TP) bool { return true }
+
 // HighWatermark implements kclient.Consumer.
 func (k *Consumer) HighWatermark(tp kclient.TP) int64 {
 	k.c.mu.Lock()
