@@ -376,9 +376,10 @@ func run(brokers string, logger *zap.Logger, out io.Writer) error {
 		Guarantee:        streams.ExactlyOnce,
 		StateDir:         stateDir,
 		// A task reads an account's windows and its logins from two
-		// partitions, in event-time order; it waits this long for a
-		// partition with nothing buffered, so a payment's windows meet the
-		// logins that came before them.
+		// partitions, in event-time order; besides waiting for a partition
+		// with records not fetched yet, it waits this long for a caught-up
+		// one with nothing buffered (logins are written live), so a
+		// payment's windows meet the logins that came before them.
 		MaxTaskIdle: time.Second,
 		Logger:      logger,
 	})
