@@ -122,6 +122,44 @@ func TestStreamTableJoinWhileTableUpdates(t *testing.T) {
 	}
 }
 
+// A task waits for an empty partition only while records are known to be
+// coming: a partition with no record at all (a table with nothing on
+// some of its partitions) is caught up from its first fetch, and the
+// stream records of that task are processed and committed.
+func TestStreamTableJoinWithAnEmptyTablePartition(t *testing.T) {
+	brokers := realBroker(t)
+	users, clicks, out := kafkatest.UniqueName(t, "users"), kafkatest.UniqueName(t, "clicks"), kafkatest.UniqueName(t, "enriched")
+	for _, tp := range []string{users, clicks, out} {
+		kafkatest.CreateTopic(t, brokers, tp, 2, nil)
+	}
+	// Table rows on partition 0 only; clicks on both partitions.
+	kafkatest.ProduceToPartitions(t, brokers, users, kafkatest.Record{Partition: 0, Key: []byte("u0"), Value: []byte("r0")})
+	var clickRecs []kafkatest.Record
+	for i := range 200 {
+		clickRecs = append(clickRecs, kafkatest.Record{Partition: int32(i % 2), Key: []byte("u0"), Value: []byte(fmt.Sprintf("c%d", i))})
+	}
+	kafkatest.ProduceToPartitions(t, brokers, clicks, clickRecs...)
+
+	str := serde.String()
+	b := topology.NewBuilder()
+	table := topology.Table(b, users, topology.Consumed(str, str), topology.Materialized[string, string]("regions"))
+	topology.JoinTable(topology.Stream(b, clicks, topology.Consumed(str, str)), table,
+		func(click, region string) string { return click + "/" + region }).To(out)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	appID := kafkatest.UniqueName(t, "empty-part")
+	stop := runApp(t, top, streams.Config{ApplicationID: appID, BootstrapServers: brokers, StateDir: t.TempDir(), CommitInterval: 200 * time.Millisecond})
+	kafkatest.WaitCaughtUp(t, brokers, appID, 2*time.Minute, clicks)
+	stop()
+	// The clicks on partition 0 met the row; those on partition 1 had no
+	// row on their partition (inner join: no output), but were processed.
+	if got := len(kafkatest.ConsumeAll(t, brokers, out)); got != 100 {
+		t.Fatalf("%d join results, want the 100 clicks of partition 0", got)
+	}
+}
+
 // A global table is read in full on every instance before processing
 // starts, then follows its topic; a restarted instance resumes from the
 // offsets its store holds.

@@ -393,7 +393,7 @@ func (f *fetcher) run(ctx context.Context, next map[TP]int64, chunks chan<- chun
 			if f.readCommitted && sh.p.LastStableOffset >= 0 {
 				end = sh.p.LastStableOffset
 			}
-			if to <= sh.from && len(recs) == 0 && told[sh.tp] == end {
+			if e, ok := told[sh.tp]; ok && e == end && to <= sh.from && len(recs) == 0 {
 				continue // nothing new, not even where the partition ends
 			}
 			told[sh.tp] = end
