@@ -111,6 +111,15 @@ func (a *App) producerConfig() kclient.Config {
 	}
 	if a.cfg.Guarantee == ExactlyOnce {
 		c["transaction.timeout.ms"] = 10_000
+		// A commit's AddOffsetsToTxn (and the next transaction's
+		// AddPartitionsToTxn) can meet the previous transaction's markers
+		// still being written; the coordinator answers
+		// CONCURRENT_TRANSACTIONS and librdkafka retries after
+		// retry.backoff.ms. Its 100 ms default costs a whole commit
+		// interval each time; Kafka's Java client retries this case after
+		// 20 ms. The backoff still grows to retry.backoff.max.ms (1 s)
+		// while a broker is really down.
+		c["retry.backoff.ms"] = 10
 	}
 	return c
 }

@@ -67,17 +67,21 @@ type groupConsumer struct {
 // posUnknown marks a partition that starts at its committed offset.
 const posUnknown = -1001
 
-// Fetch sizes of a stream thread's reads: half a restore's. The limits
-// count compressed batches, and a stream's records are often compressed
-// well (the benchmarks' ~10:1), so a restore-sized share decoded into tens
-// of megabytes of records the thread holds at most 1,000 a partition of.
-// Measured, eddy alone, interleaved runs (max RSS MiB, before -> after):
-// word count 172-189 -> 111-120, windowed 137-153 -> 119-135, join 153-193
-// -> 120-142, at no lower rate (1 MiB / 256 KiB went to 67-100 MiB, but
-// word count ran ~15% slower).
+// Fetch sizes of a stream thread's reads: an eighth of a restore's. The
+// limits count compressed batches, and a stream's records are often
+// compressed well (the benchmarks' ~10:1), so a restore-sized share
+// decoded into tens of megabytes of records the thread holds at most
+// 1,000 a partition of; the fetcher keeps a share being read, two queued
+// and a response being decoded. Measured, eddy alone, interleaved runs on
+// one broker (max RSS MiB; 2 MiB / 512 KiB -> 512 KiB / 128 KiB): join
+// 159-213 -> 106-116, stateless 122-124 -> 91-102, word count 138-151 ->
+// 102-109, windowed 123-141 -> 85-94; records/s within the runs' spread
+// (word count, windowed), the join's exactly-once 230-260k against
+// 280-330k. (An earlier step, 4 MiB / 1 MiB -> 2 MiB / 512 KiB: word count
+// 172-189 -> 111-120, join 153-193 -> 120-142.)
 const (
-	groupFetchMaxBytes       = 2 << 20
-	groupFetchPartitionBytes = 512 << 10
+	groupFetchMaxBytes       = 512 << 10
+	groupFetchPartitionBytes = 128 << 10
 )
 
 // eventsEvery is how many records may be returned between two polls of
