@@ -432,10 +432,10 @@ func (p *producer) SendOffsets(ctx context.Context, offsets map[TP]int64, meta m
 	if err := p.gaveUp("SendOffsetsToTransaction"); err != nil {
 		return err
 	}
-	// Every record of the transaction is in librdkafka before its offsets.
-	if err := p.enqueued(ctx, "SendOffsetsToTransaction"); err != nil {
-		return err
-	}
+	// The offsets need not wait for the transaction's records to be in
+	// librdkafka (CommitTransaction does): they are sent while the outbox
+	// drains. A record refused meanwhile fails the commit, and the
+	// transaction, offsets included, is aborted.
 	kofs := withOffsets(offsets, meta)
 	res := make(chan error, 1)
 	go func() { res <- p.sendOffsets(ctx, kofs, group) }()
