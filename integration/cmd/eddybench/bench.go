@@ -26,6 +26,7 @@ type workload struct {
 	// repartition: the group must also have committed a repartition topic.
 	repartition bool
 	unit        string // what a record is, for the table
+	expect      expectation
 }
 
 type bench struct {
@@ -50,6 +51,7 @@ type result struct {
 	cpuPerM  float64 // CPU seconds per million input records
 	maxRSS   float64 // MiB
 	commitMs [4]float64
+	output   string // what verify found in the output
 }
 
 func newBench(o options) *bench {
@@ -111,18 +113,22 @@ func (b *bench) prepare(name string) workload {
 	switch name {
 	case "stateless":
 		w = workload{name: name, records: b.scaled(1_000_000), inputs: []string{b.topic("stateless-in")}, unit: "records of 100 B"}
+		w.expect.records = w.records
 		b.load(w.inputs[0], w.records, func(i int) *kgo.Record {
 			return &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: line(rng)}
 		})
 	case "wordcount":
 		w = workload{name: name, records: b.scaled(100_000), inputs: []string{b.topic("lines")}, repartition: true, unit: "lines of ~19 words"}
 		b.load(w.inputs[0], w.records, func(i int) *kgo.Record {
-			return &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: line(rng)}
+			l := line(rng)
+			w.expect.sum += int64(len(strings.Fields(string(l))))
+			return &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: l}
 		})
 	case "windowed":
 		// 10,000 keys, event time advancing 6 ms a record: 30 minutes of
 		// one-minute windows at full scale.
 		w = workload{name: name, records: b.scaled(300_000), inputs: []string{b.topic("events")}, unit: "records, 10k keys"}
+		w.expect.sum = int64(w.records)
 		b.load(w.inputs[0], w.records, func(i int) *kgo.Record {
 			return &kgo.Record{Key: fmt.Appendf(nil, "key-%d", rng.IntN(10_000)), Value: []byte("1"),
 				Timestamp: base.Add(time.Duration(i) * 6 * time.Millisecond)}
@@ -131,6 +137,7 @@ func (b *bench) prepare(name string) workload {
 		// A 10,000-key table (older timestamps: both systems read it first)
 		// joined by a stream of records over those keys.
 		w = workload{name: name, records: b.scaled(300_000), inputs: []string{b.topic("clicks"), b.topic("users")}, unit: "stream records, 10k-key table"}
+		w.expect.records = w.records // every key is in the table
 		b.load(w.inputs[1], 10_000, func(i int) *kgo.Record {
 			return &kgo.Record{Key: fmt.Appendf(nil, "key-%d", i), Value: bytes.Repeat([]byte{'u'}, 50),
 				Timestamp: base.Add(-time.Hour)}
@@ -187,6 +194,9 @@ func (r result) String() string {
 	if r.commitMs[0] > 0 {
 		s += fmt.Sprintf(", commits p50 %.1f ms p99 %.1f ms (%.0f commits, %.0f over 40 ms)", r.commitMs[0], r.commitMs[1], r.commitMs[2], r.commitMs[3])
 	}
+	if r.output != "" {
+		s += "; " + r.output
+	}
 	return s
 }
 
@@ -232,6 +242,11 @@ func (b *bench) runOne(w workload, sys, g string) result {
 	cpu := p.cpu() - cpu0
 	res := result{ok: true, rate: float64(w.records) / el, cpuPerM: cpu / float64(w.records) * 1e6, maxRSS: p.maxRSS()}
 	res.commitMs = p.stopAndCommitStats()
+	out, err := b.verify(out, w)
+	if err != nil {
+		return result{err: err.Error()}
+	}
+	res.output = out
 	return res
 }
 
