@@ -24,9 +24,10 @@ import (
 //
 // Every record queued counts in the producer's inflight until its delivery
 // report (or until it is dropped or refused), so WaitDelivered covers it.
-// Calls whose order with the records matters (sending offsets to a
-// transaction, committing it) first wait for the sender to be idle; a
-// record librdkafka refuses fails them, every later Produce and the next
+// Calls whose order with the records matters (beginning a transaction,
+// committing it; not sending its offsets, which may go out while the
+// records still do) first wait for the sender to be idle; a record
+// librdkafka refuses fails them, every later Produce and the next
 // WaitDelivered (the first such failure stays: the records after it were
 // not enqueued, so nothing may be committed past it).
 type outbox struct {
