@@ -143,7 +143,25 @@ func transactionalTopic(t *testing.T, brokers, topic string, configs map[string]
 	txn("b", 500, false)
 	txn("c", 100, true)
 	txn("d", 40, false) // the last one aborted: the end is an abort marker
-	return wants, kafkatest.EndOffsets(t, brokers, topic)
+	// EndTransaction returns once the coordinator decided; it writes the
+	// markers after. Each partition ends past its records and the four
+	// transactions' markers: wait for that end, or a reader could be seen
+	// going "past the end" onto the last marker.
+	deadline := time.Now().Add(kafkatest.Timeout)
+	for {
+		ends := kafkatest.EndOffsets(t, brokers, topic)
+		done := true
+		for p, w := range wants {
+			done = done && ends[p] == int64(len(w.all)+4)
+		}
+		if done {
+			return wants, ends
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("end offsets %v: the transactions' markers not all written after %v", ends, kafkatest.Timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // TestGroupConsumerFetchesWhereTheGroupLeftOff: a stream thread's consumer
