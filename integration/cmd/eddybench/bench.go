@@ -242,11 +242,11 @@ func (b *bench) runOne(w workload, sys, g string) result {
 	cpu := p.cpu() - cpu0
 	res := result{ok: true, rate: float64(w.records) / el, cpuPerM: cpu / float64(w.records) * 1e6, maxRSS: p.maxRSS()}
 	res.commitMs = p.stopAndCommitStats()
-	out, err := b.verify(out, w)
+	found, err := b.verify(out, w)
 	if err != nil {
 		return result{err: err.Error()}
 	}
-	res.output = out
+	res.output = found
 	return res
 }
 
