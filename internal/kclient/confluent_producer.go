@@ -54,6 +54,11 @@ type producer struct {
 	err  error         // the first delivery failure not yet reported
 	last map[TP]int64  // offset of the last record delivered, by partition
 	wake chan struct{} // closed when inflight reaches 0, for WaitDelivered
+	room chan struct{} // closed when inflight falls to roomAt, for Produce
+
+	// maxInflight and roomAt: Produce waits at maxInflight records in
+	// flight until they fall to roomAt (maxUnacked, roomUnacked).
+	maxInflight, roomAt int64
 }
 
 // NewProducer returns a librdkafka producer; a goroutine drains its
@@ -75,7 +80,8 @@ func NewProducer(cfg Config) (Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	pr := &producer{p: p, done: make(chan struct{}), last: map[TP]int64{}, w: newWatch(), txnTopics: map[string]bool{}, out: newOutbox()}
+	pr := &producer{p: p, done: make(chan struct{}), last: map[TP]int64{}, w: newWatch(), txnTopics: map[string]bool{}, out: newOutbox(),
+		maxInflight: maxUnacked, roomAt: roomUnacked}
 	if id, ok := cfg["transactional.id"].(string); ok {
 		pr.txnID = id
 	}
@@ -121,6 +127,9 @@ func (p *producer) drain() {
 			}
 			if e.Code() == kafka.ErrAllBrokersDown {
 				p.down.Store(true)
+				p.mu.Lock()
+				p.openRoomLocked()
+				p.mu.Unlock()
 			}
 		}
 		if err != nil {
@@ -236,9 +245,13 @@ func (p *producer) settle(n int64) {
 }
 
 func (p *producer) settledLocked(n int64) {
-	if p.inflight.Add(-n) == 0 && p.wake != nil {
+	left := p.inflight.Add(-n)
+	if left == 0 && p.wake != nil {
 		close(p.wake)
 		p.wake = nil
+	}
+	if left <= p.roomAt {
+		p.openRoomLocked()
 	}
 }
 

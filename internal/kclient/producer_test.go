@@ -3,6 +3,8 @@ package kclient
 import (
 	"context"
 	"errors"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -139,5 +141,83 @@ func TestPurgeDropsRecordsTheSenderCannotEnqueue(t *testing.T) {
 	}
 	if err := p.out.waitIdle(ctx); err != nil {
 		t.Fatalf("the sender is not idle after Purge: %v", err)
+	}
+}
+
+// Produce waits while maxInflight records are unacknowledged and goes on
+// once they fall to roomAt; while every broker is down it does not wait
+// (the commit's WaitDelivered deals with the outage).
+func TestProduceWaitsForRoomWhileTooManyRecordsAreUnacknowledged(t *testing.T) {
+	// A broker that accepts connections and never answers: librdkafka
+	// holds the records, and does not report the brokers down.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var conns []net.Conn
+	var connsMu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			connsMu.Lock()
+			conns = append(conns, c)
+			connsMu.Unlock()
+		}
+	}()
+	defer func() {
+		connsMu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		connsMu.Unlock()
+	}()
+	pr, err := NewProducer(Config{"bootstrap.servers": ln.Addr().String(), "log_level": 0, "message.timeout.ms": 600_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pr.(*producer)
+	defer p.Close()
+	defer p.Purge()
+	p.maxInflight, p.roomAt = 10, 6
+	rec := rt.OutRecord{Topic: "t", Partition: 0, Key: []byte("k"), Value: []byte("v"), Timestamp: -1}
+	for i := 0; i < 10; i++ {
+		if err := p.Produce(&rec); err != nil {
+			t.Fatalf("Produce %d: %v", i, err)
+		}
+	}
+	returned := make(chan error, 1)
+	go func() { returned <- p.Produce(&rec) }()
+	// Not yet: 10 records wait for acknowledgements. (This check cannot
+	// fail falsely: a slow machine only waits longer.)
+	select {
+	case err := <-returned:
+		t.Fatalf("Produce returned (%v) with %d records unacknowledged, want it to wait", err, p.inflight.Load())
+	case <-time.After(50 * time.Millisecond):
+	}
+	p.settle(3) // three acknowledged: 7 left, still above roomAt
+	select {
+	case err := <-returned:
+		t.Fatalf("Produce returned (%v) with %d records unacknowledged, want it to wait for %d", err, p.inflight.Load(), p.roomAt)
+	case <-time.After(50 * time.Millisecond):
+	}
+	p.settle(1) // 6 left: room
+	if err := <-returned; err != nil {
+		t.Fatalf("Produce after room was made: %v", err)
+	}
+	if n := p.inflight.Load(); n != 7 {
+		t.Fatalf("%d records in flight, want 7", n)
+	}
+	// Every broker down: no waiting, however many are unacknowledged.
+	p.mu.Lock()
+	p.down.Store(true)
+	p.mu.Unlock()
+	for i := 0; i < 20; i++ {
+		if err := p.Produce(&rec); err != nil {
+			t.Fatalf("Produce %d with the brokers down: %v", i, err)
+		}
 	}
 }
