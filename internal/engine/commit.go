@@ -44,34 +44,43 @@ func (th *Thread) Send(t *rt.Task, rec *rt.OutRecord) error {
 }
 
 // commit makes everything processed since the last commit durable: flush
-// the stores' caches (forwarding what they held back), commit the records
-// sent and the input offsets together (guarantee.go), then apply the
-// stores' writes with their changelog offsets in one atomic write per
-// backend.
+// the stores' caches (forwarding what they held back) while the input
+// offsets go out, commit the records sent and the offsets together
+// (guarantee.go), then apply the stores' writes with their changelog
+// offsets in one atomic write per backend.
 func (th *Thread) commit() error {
 	start := time.Now()
 	th.lastCommit = start
 	// What the stores' reads hold in Pebble is let go every interval, so
 	// that an idle thread does not keep old memtables and tables alive.
 	defer th.wsP.ReleaseReads()
+	// The offsets do not depend on the flush (it forwards what the caches
+	// held back; no input is read), so they go out first and the two
+	// overlap.
+	offsets, err := th.commitOffsets()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := th.callCtx()
+	defer cancel()
+	meta := th.offsetMeta(offsets)
+	if err := th.guarantee.sendOffsets(ctx, offsets, meta); err != nil {
+		return th.commitFailed(err)
+	}
+	defer th.guarantee.offsetsSent() //nolint:errcheck // never left running, whatever the path out
 	for _, tk := range th.order {
 		if tk.restoring > 0 {
 			continue
 		}
 		if err := tk.t.Flush(); err != nil {
+			th.guarantee.offsetsSent() //nolint:errcheck // no commit follows: the failure decides
 			return rejoinIfFatal(err)
 		}
-	}
-	offsets, err := th.commitOffsets()
-	if err != nil {
-		return err
 	}
 	if !th.dirty && !th.guarantee.pending() && len(offsets) == 0 {
 		return nil // nothing new; positions past transaction markers are committed too
 	}
-	ctx, cancel := th.callCtx()
-	defer cancel()
-	ends, err := th.guarantee.commit(ctx, offsets, th.offsetMeta(offsets))
+	ends, err := th.guarantee.commit(ctx, offsets, meta)
 	if err != nil {
 		return th.commitFailed(err)
 	}

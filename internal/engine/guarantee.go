@@ -17,6 +17,15 @@ type guarantee interface {
 	// beforeSend runs before each record is sent: exactly-once opens the
 	// transaction the record belongs to.
 	beforeSend(ctx context.Context) error
+	// sendOffsets starts committing the input offsets, before the stores'
+	// caches are flushed: exactly-once adds them to the transaction while
+	// the flush's records are produced (a commit's round trips and its
+	// flush overlap); at-least-once commits them in commit, once the
+	// records are acknowledged. commit and abort wait for what it started.
+	sendOffsets(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string) error
+	// offsetsSent waits for what sendOffsets started and returns its
+	// error (nil if nothing was started or it was already awaited).
+	offsetsSent() error
 	// commit makes the records sent since the last commit durable, and the
 	// input offsets with them. It returns where each partition written
 	// since the last commit ends now (from the delivery reports: no broker
@@ -51,6 +60,7 @@ type exactlyOnceCommits struct {
 	c     kclient.Consumer
 	retry retryFunc
 	open  bool
+	sent  chan error // SendOffsets under way (sendOffsets), until awaited
 }
 
 func (g *exactlyOnceCommits) beforeSend(ctx context.Context) error {
@@ -70,25 +80,49 @@ func (g *exactlyOnceCommits) beforeSend(ctx context.Context) error {
 	return nil
 }
 
-// commit needs no flush of its own: CommitTransaction sends every record
-// of the transaction at once and fails (abortably) if one was not
-// delivered.
-func (g *exactlyOnceCommits) commit(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string) (map[kclient.TP]int64, error) {
-	if err := g.beforeSend(ctx); err != nil {
-		return nil, err
+// sendOffsets sends the offsets on a goroutine of its own: librdkafka
+// takes the records the flush produces meanwhile (only other transactional
+// calls must wait for it, and commit and abort do).
+func (g *exactlyOnceCommits) sendOffsets(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string) error {
+	if len(offsets) == 0 {
+		return nil
 	}
-	if len(offsets) > 0 {
-		gm, err := g.c.GroupMetadata()
-		if err != nil {
-			return nil, err
-		}
+	if err := g.beforeSend(ctx); err != nil {
+		return err
+	}
+	gm, err := g.c.GroupMetadata()
+	if err != nil {
+		return err
+	}
+	g.sent = make(chan error, 1)
+	go func(sent chan<- error) {
 		// A call that timed out (the coordinator unreachable) may be made
 		// again: librdkafka resumes it.
-		if err := g.retry(ctx, "sending offsets to the transaction", func() error {
+		sent <- g.retry(ctx, "sending offsets to the transaction", func() error {
 			return attempt(ctx, func(c context.Context) error { return g.p.SendOffsets(c, offsets, meta, gm) })
-		}); err != nil {
-			return nil, err
-		}
+		})
+	}(g.sent)
+	return nil
+}
+
+func (g *exactlyOnceCommits) offsetsSent() error {
+	if g.sent == nil {
+		return nil
+	}
+	err := <-g.sent
+	g.sent = nil
+	return err
+}
+
+// commit needs no flush of its own: CommitTransaction sends every record
+// of the transaction at once and fails (abortably) if one was not
+// delivered. The offsets went with sendOffsets.
+func (g *exactlyOnceCommits) commit(ctx context.Context, _ map[kclient.TP]int64, _ map[kclient.TP]string) (map[kclient.TP]int64, error) {
+	if err := g.offsetsSent(); err != nil {
+		return nil, err
+	}
+	if err := g.beforeSend(ctx); err != nil {
+		return nil, err
 	}
 	if err := g.retry(ctx, "committing the transaction", func() error {
 		return attempt(ctx, g.p.CommitTransaction)
@@ -112,6 +146,7 @@ func (g *exactlyOnceCommits) commit(ctx context.Context, offsets map[kclient.TP]
 
 func (g *exactlyOnceCommits) abort(ctx context.Context) error {
 	defer g.p.DeliveryErr()
+	g.offsetsSent() //nolint:errcheck // the transaction is aborted either way
 	if !g.open {
 		return nil
 	}
@@ -142,6 +177,12 @@ type atLeastOnceCommits struct {
 }
 
 func (g *atLeastOnceCommits) beforeSend(context.Context) error { return nil }
+
+func (g *atLeastOnceCommits) sendOffsets(context.Context, map[kclient.TP]int64, map[kclient.TP]string) error {
+	return nil
+}
+
+func (g *atLeastOnceCommits) offsetsSent() error { return nil }
 
 func (g *atLeastOnceCommits) commit(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string) (map[kclient.TP]int64, error) {
 	if err := g.p.WaitDelivered(ctx); err != nil {

@@ -32,9 +32,11 @@ type producer struct {
 	// them in librdkafka (outbox.go).
 	out *outbox
 	// txnTopics are the topics written in the current transaction (by
-	// the sender goroutine; read while it is idle), lastTopic the latest
-	// of them: to find which one the ACLs deny when the transaction fails
-	// for it.
+	// the sender goroutine, under topicsMu: a failed SendOffsets reads
+	// them while the sender may still enqueue), lastTopic the latest of
+	// them (the sender's own): to find which one the ACLs deny when the
+	// transaction fails for it.
+	topicsMu  sync.Mutex
 	txnTopics map[string]bool
 	lastTopic string
 	// msg and topic are the message the sender hands to librdkafka, reused.
@@ -177,7 +179,9 @@ func (p *producer) enqueue(r *outRecord) error {
 	topic := r.topic
 	if p.txnID != "" && topic != p.lastTopic {
 		p.lastTopic = topic
+		p.topicsMu.Lock()
 		p.txnTopics[topic] = true
+		p.topicsMu.Unlock()
 	}
 	// One message, reused: librdkafka copies what it keeps (no delivery
 	// channel or opaque is passed).
@@ -408,7 +412,10 @@ func (p *producer) unwritable() []string {
 		return nil
 	}
 	defer a.Close()
-	return deniedTopics(a, slices.Collect(maps.Keys(p.txnTopics)), kafka.ACLOperationWrite)
+	p.topicsMu.Lock()
+	topics := slices.Collect(maps.Keys(p.txnTopics))
+	p.topicsMu.Unlock()
+	return deniedTopics(a, topics, kafka.ACLOperationWrite)
 }
 
 // gaveUp returns the fatal error of a producer with a call given up as
@@ -432,7 +439,9 @@ func (p *producer) BeginTransaction() error {
 	if err := p.out.waitIdle(context.Background()); err != nil {
 		return err
 	}
+	p.topicsMu.Lock()
 	clear(p.txnTopics)
+	p.topicsMu.Unlock()
 	p.lastTopic = ""
 	return p.txnErr("BeginTransaction", p.p.BeginTransaction())
 }
