@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/eddy-go/eddy/internal/storage"
 
@@ -419,5 +420,67 @@ func TestPebbleCrashLeavesLastCommit(t *testing.T) {
 	}
 	if n != 1000 {
 		t.Fatalf("%d keys after crash, want 1000", n)
+	}
+}
+
+// Expiring a window store's old segments forwards (and logs) the expired
+// windows' cached updates and forgets them, while the newer windows stay
+// cached until the next flush: an expiry is not a flush of the whole cache,
+// which would forward every open window's count early.
+func TestWindowExpiryFlushesOnlyExpiredWindows(t *testing.T) {
+	for name, b := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			ws := storage.NewWriteSet(b)
+			log := &changelog{}
+			s, err := stores.Window("w", serde.String(), serde.Int64(), time.Minute).WithCaching(true).
+				Build(storage.Env{Task: "0_0", WriteSet: ws, Cache: storage.NewCache(1 << 20), Changelog: log, Timestamp: func() int64 { return 0 }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := s.(stores.WindowStore[string, int64])
+			var forwarded []string
+			s.(storage.CacheFlusher).SetFlushListener(func(k, nv, _ []byte, _ int64) error {
+				key, start, _ := storage.ParseWindowKey(k)
+				forwarded = append(forwarded, fmt.Sprintf("%s@%d", key, start))
+				return nil
+			}, false)
+			const minute = int64(60_000)
+			for _, k := range []string{"a", "b"} {
+				must(t, w.Put(k, 0, 1))        // segment 0
+				must(t, w.Put(k, 3*minute, 2)) // segment 3
+			}
+			must(t, w.Put("a", 0, 5)) // dirty again: one update forwarded
+			must(t, w.ExpireBefore(3*minute))
+			if want := []string{"a@0", "b@0"}; !slices.Equal(forwarded, want) {
+				t.Fatalf("expiry forwarded %v, want %v (the expired windows, each once)", forwarded, want)
+			}
+			if len(log.recs) != 2 {
+				t.Fatalf("expiry logged %d records, want the 2 expired windows", len(log.recs))
+			}
+			for _, k := range []string{"a", "b"} {
+				if v, ok, err := w.Fetch(k, 0); err != nil || ok {
+					t.Fatalf("expired window %s@0 = %d, %v, %v; want gone", k, v, ok, err)
+				}
+				if v, ok, err := w.Fetch(k, 3*minute); err != nil || !ok || v != 2 {
+					t.Fatalf("open window %s@%d = %d, %v, %v; want 2", k, 3*minute, v, ok, err)
+				}
+			}
+			forwarded = nil
+			must(t, s.Flush())
+			if want := []string{"a@180000", "b@180000"}; !slices.Equal(forwarded, want) {
+				t.Fatalf("flush after expiry forwarded %v, want %v", forwarded, want)
+			}
+			must(t, ws.Commit())
+			if all, err := w.FetchAll(0, 10*minute); err != nil || len(all) != 2 {
+				t.Fatalf("committed windows = %v, %v; want the 2 open ones", all, err)
+			}
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
