@@ -10,6 +10,7 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -151,17 +152,57 @@ func commitQuantiles(reg *prometheus.Registry) (p50, p99 float64, n, slow uint64
 		if mf.GetName() != "eddy_commit_duration_seconds" || len(mf.Metric) == 0 {
 			continue
 		}
-		h := mf.Metric[0].GetHistogram()
-		n = h.GetSampleCount()
-		slow = n
-		for _, b := range h.GetBucket() {
-			if b.GetUpperBound() <= 0.05 {
-				slow = n - b.GetCumulativeCount()
-			}
-		}
-		return quantile(h, 0.5) * 1000, quantile(h, 0.99) * 1000, n, slow
+		return histogramStats(mf.Metric[0].GetHistogram())
 	}
 	return 0, 0, 0, 0
+}
+
+// histogramStats is commitQuantiles for one histogram of seconds.
+func histogramStats(h *dto.Histogram) (p50, p99 float64, n, slow uint64) {
+	n = h.GetSampleCount()
+	slow = n
+	for _, b := range h.GetBucket() {
+		if b.GetUpperBound() <= 0.05 {
+			slow = n - b.GetCumulativeCount()
+		}
+	}
+	return quantile(h, 0.5) * 1000, quantile(h, 0.99) * 1000, n, slow
+}
+
+// commitBuckets are eddy_commit_duration_seconds' buckets (internal/engine
+// metrics.go): Kafka Streams' commit durations go through the same ones,
+// so both systems' quantiles are estimated alike.
+var commitBuckets = prometheus.ExponentialBuckets(0.001, 1.4, 24)
+
+// ksLog is where a Kafka Streams child logs its commits: beside its state
+// directory, not in it (the state workload measures that directory).
+func ksLog(state string) string { return state + ".kstreams-commits.log" }
+
+// ksCommitStats reads Kafka Streams' commit durations from its StreamThread
+// debug lines ("Committed all active tasks [...] and standby tasks [...] in
+// 12ms": whole milliseconds, one line per commit that committed a task) and
+// returns them as stopAndCommitStats does eddy's.
+func ksCommitStats(path string) [4]float64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return [4]float64{}
+	}
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kstreams_commit_duration_seconds", Buckets: commitBuckets})
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.Contains(l, "Committed all active tasks") || !strings.HasSuffix(l, "ms") {
+			continue
+		}
+		f := strings.Fields(l)
+		if ms, err := strconv.ParseFloat(strings.TrimSuffix(f[len(f)-1], "ms"), 64); err == nil {
+			h.Observe(ms / 1000)
+		}
+	}
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		return [4]float64{}
+	}
+	p50, p99, n, slow := histogramStats(m.GetHistogram())
+	return [4]float64{p50, p99, float64(n), float64(slow)}
 }
 
 func quantile(h *dto.Histogram, q float64) float64 {

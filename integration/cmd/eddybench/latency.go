@@ -48,6 +48,7 @@ func (b *bench) latencyOf(sys string) ([]float64, int, error) {
 	b.create(out, int32(b.o.partitions))
 	state := must(os.MkdirTemp("", "eddybench-"))
 	defer os.RemoveAll(state)
+	defer os.Remove(ksLog(state))
 	p := startChild(b.command(w, sys, "exactly_once", app, out, state))
 	defer p.stop()
 	if err := p.waitRunning(3 * time.Minute); err != nil {

@@ -97,6 +97,7 @@ func (b *bench) stateRun(w workload, sys, g string) stateResult {
 	b.create(out, int32(b.o.partitions))
 	state := must(os.MkdirTemp("", "eddybench-state-"))
 	defer os.RemoveAll(state)
+	defer os.Remove(ksLog(state))
 
 	// 1. Build.
 	p := startChild(b.command(w, sys, g, app, out, state))
@@ -124,6 +125,7 @@ func (b *bench) stateRun(w workload, sys, g string) stateResult {
 	// 4. A cold start: an empty state directory.
 	cold := must(os.MkdirTemp("", "eddybench-state-"))
 	defer os.RemoveAll(cold)
+	defer os.Remove(ksLog(cold))
 	if res.cold, res.rssCold, err = b.timeToOutput(w, sys, g, app, out, cold); err != nil {
 		return stateResult{err: "cold start: " + err.Error()}
 	}

@@ -32,6 +32,10 @@ import org.apache.kafka.streams.state.KeyValueStore;
  * guarantee (at_least_once | exactly_once), bootstrap servers, application
  * id, state directory, commit interval in ms, output topic, then the input
  * topics (join: stream topic, table topic).
+ *
+ * <p>Logging is slf4j-simple, configured by eddybench on the command line:
+ * StreamThread's debug line per commit goes to a file, from which eddybench
+ * reads Kafka Streams' commit durations.
  */
 public final class KStreamsBench {
   public static void main(String[] args) throws Exception {
