@@ -124,12 +124,12 @@ type RangeDeleter interface {
 	DeleteRange(lower, upper []byte) error
 }
 
-// DeleteRange deletes [lower, upper) from s. A cache above first flushes
-// its dirty entries in the range (so the last update of an expired window
-// is still forwarded and logged, as Kafka Streams forwards it) and forgets
-// every entry in it, so no cached write of the range comes back later; what
-// it holds outside the range stays cached.
+// DeleteRange deletes [lower, upper) from s: flushing a cache above first,
+// so no cached write of the range comes back later.
 func DeleteRange(s BytesStore, lower, upper []byte) error {
+	if err := s.Flush(); err != nil {
+		return err
+	}
 	for {
 		switch x := s.(type) {
 		case RangeDeleter:
@@ -137,9 +137,7 @@ func DeleteRange(s BytesStore, lower, upper []byte) error {
 		case *changelogging:
 			s = x.BytesStore
 		case *caching:
-			if err := x.nc.deleteRange(lower, upper); err != nil {
-				return err
-			}
+			x.nc.clear()
 			s = x.under
 		default:
 			return fmt.Errorf("stores: %T cannot delete ranges", s)

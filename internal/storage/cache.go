@@ -190,92 +190,33 @@ func (n *namedCache) remove(e *cacheEntry) {
 // flush hands the dirty entries, oldest first, to the store's flush function
 // and marks them clean. Entries dirtied again during the flush (by
 // processing it triggers) stay dirty for the next flush.
-func (n *namedCache) flush() error { return n.flushDirty(nil) }
-
-// flushDirty is flush for the dirty entries whose key in accepts (every
-// dirty entry when in is nil), in the order they became dirty.
-func (n *namedCache) flushDirty(in func(key string) bool) error {
+func (n *namedCache) flush() error {
+	if n.dirtyHead == nil {
+		return nil
+	}
 	// Snapshot the entries (a flush listener may write the same key again)
 	// into one slice, their values into one buffer.
 	count, size := 0, 0
 	for e := n.dirtyHead; e != nil; e = e.dnext {
-		if in == nil || in(e.key) {
-			count++
-			size += len(e.value)
-		}
-	}
-	if count == 0 {
-		return nil
+		count++
+		size += len(e.value)
 	}
 	flushed := make([]cacheEntry, count)
 	buf := make([]byte, 0, size)
 	i := 0
-	for e := n.dirtyHead; e != nil; {
+	for e := n.dirtyHead; e != nil; i++ {
 		next := e.dnext
-		if in == nil || in(e.key) {
-			n.unlinkDirty(e)
-			flushed[i] = *e
-			if e.value != nil {
-				buf = append(buf, e.value...)
-				flushed[i].value = buf[len(buf)-len(e.value) : len(buf) : len(buf)]
-			}
-			i++
+		e.dirty = false
+		e.dprev, e.dnext = nil, nil
+		flushed[i] = *e
+		if e.value != nil {
+			buf = append(buf, e.value...)
+			flushed[i].value = buf[len(buf)-len(e.value) : len(buf) : len(buf)]
 		}
 		e = next
 	}
+	n.dirtyHead, n.dirtyTail = nil, nil
 	return n.flushFn(flushed)
-}
-
-// unlinkDirty takes e off the dirty list and marks it clean.
-func (n *namedCache) unlinkDirty(e *cacheEntry) {
-	if e.dprev != nil {
-		e.dprev.dnext = e.dnext
-	} else {
-		n.dirtyHead = e.dnext
-	}
-	if e.dnext != nil {
-		e.dnext.dprev = e.dprev
-	} else {
-		n.dirtyTail = e.dprev
-	}
-	e.dprev, e.dnext = nil, nil
-	e.dirty = false
-}
-
-// deleteRange flushes the dirty entries with keys in [lower, upper) (upper
-// nil: no end), then drops every entry in that range, dirty again or clean,
-// so that nothing cached of the range outlives its deletion below. Entries
-// outside the range stay as they are.
-func (n *namedCache) deleteRange(lower, upper []byte) error {
-	lo, hi := string(lower), string(upper)
-	in := func(k string) bool { return k >= lo && (upper == nil || k < hi) }
-	if err := n.flushDirty(in); err != nil {
-		return err
-	}
-	var doomed []*cacheEntry
-	if n.ordered != nil {
-		end := btreemap.Max[string]()
-		if upper != nil {
-			end = btreemap.LT(hi)
-		}
-		n.ordered.AscendFunc(btreemap.GE(lo), end, func(_ string, e *cacheEntry) bool {
-			doomed = append(doomed, e)
-			return true
-		})
-	} else {
-		for k, e := range n.entries {
-			if in(k) {
-				doomed = append(doomed, e)
-			}
-		}
-	}
-	for _, e := range doomed {
-		if e.dirty {
-			n.unlinkDirty(e)
-		}
-		n.remove(e)
-	}
-	return nil
 }
 
 // storeClock is the time of the write a store's layers are handling: the
