@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/eddy-go/eddy/internal/engine"
 	"github.com/eddy-go/eddy/serde"
 	"github.com/eddy-go/eddy/streams"
 	"github.com/eddy-go/eddy/topology"
@@ -169,11 +170,6 @@ func histogramStats(h *dto.Histogram) (p50, p99 float64, n, slow uint64) {
 	return quantile(h, 0.5) * 1000, quantile(h, 0.99) * 1000, n, slow
 }
 
-// commitBuckets are eddy_commit_duration_seconds' buckets (internal/engine
-// metrics.go): Kafka Streams' commit durations go through the same ones,
-// so both systems' quantiles are estimated alike.
-var commitBuckets = prometheus.ExponentialBuckets(0.001, 1.4, 24)
-
 // ksLog is where a Kafka Streams child logs its commits: beside its state
 // directory, not in it (the state workload measures that directory).
 func ksLog(state string) string { return state + ".kstreams-commits.log" }
@@ -187,7 +183,8 @@ func ksCommitStats(path string) [4]float64 {
 	if err != nil {
 		return [4]float64{}
 	}
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kstreams_commit_duration_seconds", Buckets: commitBuckets})
+	// eddy's buckets, so that both systems' quantiles are estimated alike.
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kstreams_commit_duration_seconds", Buckets: engine.CommitDurationBuckets()})
 	for _, l := range strings.Split(string(b), "\n") {
 		if !strings.Contains(l, "Committed all active tasks") || !strings.HasSuffix(l, "ms") {
 			continue
