@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/eddy-go/eddy/internal/kclient"
@@ -102,6 +103,13 @@ func (g *exactlyOnceCommits) sendOffsets(ctx context.Context, offsets map[kclien
 			return attempt(ctx, func(c context.Context) error { return g.p.SendOffsets(c, offsets, meta, gm) })
 		})
 	}(g.sent)
+	// Let the goroutine make its call now: this goroutine goes on to flush
+	// the caches, and with every P busy (the sender enqueuing, the
+	// client's poller) the new goroutine otherwise waits for this one's
+	// time slice to end. Measured on the windowed benchmark under
+	// exactly-once: the call started 0.75-1.5 ms (p50) and 5.5-6 ms (p90)
+	// after the go statement; with the yield, 0.01 ms and under 1 ms.
+	runtime.Gosched()
 	return nil
 }
 
