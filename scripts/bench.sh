@@ -9,7 +9,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 export CGO_ENABLED=1
 if ! scripts/kafka.sh status >/dev/null 2>&1; then
-	trap 'scripts/kafka.sh stop' EXIT
+	trap '"$root/scripts/kafka.sh" stop' EXIT
 	scripts/kafka.sh start
 fi
 eval "$(scripts/kafka.sh env)"
