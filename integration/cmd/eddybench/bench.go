@@ -233,9 +233,8 @@ func (b *bench) runOne(w workload, sys, g string) result {
 	app := b.topic(fmt.Sprintf("%s-%s-%s-%d", w.name, sys, g, time.Now().UnixNano()%1e6))
 	out := app + "-out"
 	b.create(out, int32(b.o.partitions))
-	state := must(os.MkdirTemp("", "eddybench-"))
-	defer os.RemoveAll(state)
-	defer os.Remove(ksLog(state))
+	state, remove := stateDir("eddybench-")
+	defer remove()
 	cmd := b.command(w, sys, g, app, out, state)
 	p := startChild(cmd)
 	defer p.stop()

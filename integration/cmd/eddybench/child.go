@@ -174,6 +174,16 @@ func histogramStats(h *dto.Histogram) (p50, p99 float64, n, slow uint64) {
 // directory, not in it (the state workload measures that directory).
 func ksLog(state string) string { return state + ".kstreams-commits.log" }
 
+// stateDir makes an empty state directory for a child; remove deletes it
+// and the Kafka Streams commit log beside it.
+func stateDir(prefix string) (dir string, remove func()) {
+	dir = must(os.MkdirTemp("", prefix))
+	return dir, func() {
+		os.RemoveAll(dir)
+		os.Remove(ksLog(dir))
+	}
+}
+
 // ksCommitStats reads Kafka Streams' commit durations from its StreamThread
 // debug lines ("Committed all active tasks [...] and standby tasks [...] in
 // 12ms": whole milliseconds, one line per commit that committed a task) and

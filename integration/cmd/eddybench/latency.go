@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -46,9 +45,8 @@ func (b *bench) latencyOf(sys string) ([]float64, int, error) {
 	app := b.topic(fmt.Sprintf("latency-%s", sys))
 	out := app + "-out"
 	b.create(out, int32(b.o.partitions))
-	state := must(os.MkdirTemp("", "eddybench-"))
-	defer os.RemoveAll(state)
-	defer os.Remove(ksLog(state))
+	state, remove := stateDir("eddybench-")
+	defer remove()
 	p := startChild(b.command(w, sys, "exactly_once", app, out, state))
 	defer p.stop()
 	if err := p.waitRunning(3 * time.Minute); err != nil {

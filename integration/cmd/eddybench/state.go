@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -95,9 +94,8 @@ func (b *bench) stateRun(w workload, sys, g string) stateResult {
 	app := b.topic(fmt.Sprintf("state-%s-%s-%d", sys, g, time.Now().UnixNano()%1e6))
 	out := app + "-out"
 	b.create(out, int32(b.o.partitions))
-	state := must(os.MkdirTemp("", "eddybench-state-"))
-	defer os.RemoveAll(state)
-	defer os.Remove(ksLog(state))
+	state, remove := stateDir("eddybench-state-")
+	defer remove()
 
 	// 1. Build.
 	p := startChild(b.command(w, sys, g, app, out, state))
@@ -123,9 +121,8 @@ func (b *bench) stateRun(w workload, sys, g string) stateResult {
 		return stateResult{err: "restart: " + err.Error()}
 	}
 	// 4. A cold start: an empty state directory.
-	cold := must(os.MkdirTemp("", "eddybench-state-"))
-	defer os.RemoveAll(cold)
-	defer os.Remove(ksLog(cold))
+	cold, removeCold := stateDir("eddybench-state-")
+	defer removeCold()
 	if res.cold, res.rssCold, err = b.timeToOutput(w, sys, g, app, out, cold); err != nil {
 		return stateResult{err: "cold start: " + err.Error()}
 	}
