@@ -12,10 +12,12 @@ import (
 	"github.com/eddy-go/eddy/processor"
 )
 
-// changelogRef names the store a changelog partition belongs to.
+// changelogRef names the store a changelog partition belongs to, and
+// counts the records sent to it since the last commit.
 type changelogRef struct {
 	task  processor.TaskID
 	store string
+	n     int64
 }
 
 // Send implements rt.Collector: records go to the producer, inside the
@@ -27,9 +29,12 @@ func (th *Thread) Send(t *rt.Task, rec *rt.OutRecord) error {
 	th.dirty = true
 	if rec.Store != "" {
 		tp := kclient.TP{Topic: rec.Topic, Partition: rec.Partition}
-		if _, ok := th.written[tp]; !ok {
-			th.written[tp] = changelogRef{t.ID(), rec.Store}
+		ref := th.written[tp]
+		if ref == nil {
+			ref = &changelogRef{task: t.ID(), store: rec.Store}
+			th.written[tp] = ref
 		}
+		ref.n++
 	}
 	th.Stats.Produced.Add(1)
 	if m := th.cfg.Metrics; m != nil {
@@ -80,7 +85,7 @@ func (th *Thread) commit() error {
 	if !th.dirty && !th.guarantee.pending() && len(offsets) == 0 {
 		return nil // nothing new; positions past transaction markers are committed too
 	}
-	ends, err := th.guarantee.commit(ctx, offsets, meta)
+	ends, err := th.guarantee.commit(ctx, offsets, meta, th.written)
 	if err != nil {
 		return th.commitFailed(err)
 	}
@@ -123,6 +128,20 @@ func (th *Thread) storeChangelogEnds(ends map[kclient.TP]int64) {
 		}
 	}
 	clear(th.written)
+}
+
+// logEnds returns the partitions' high watermarks, asking the brokers once
+// for at most five seconds (exactly-once's commit, for changelogs whose end
+// it does not know: during an outage they stay unknown a while longer).
+func (th *Thread) logEnds(ctx context.Context, tps []kclient.TP) (map[kclient.TP]int64, error) {
+	adm, err := th.admin()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, ends, err := adm.Offsets(ctx, tps, false)
+	return ends, err
 }
 
 // commitOffsets returns the offsets to commit: after the last processed

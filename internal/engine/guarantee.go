@@ -28,13 +28,16 @@ type guarantee interface {
 	// error (nil if nothing was started or it was already awaited).
 	offsetsSent() error
 	// commit makes the records sent since the last commit durable, and the
-	// input offsets with them. It returns where each partition written
-	// since the last commit ends now (from the delivery reports: no broker
-	// round trip), for the changelogs' stored offsets; a partition whose
-	// end is not known is missing. An error means nothing may be assumed
-	// committed (failure.go decides what the thread does), except for an
-	// that an *offsetCommitError says the records were acknowledged.
-	commit(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string) (ends map[kclient.TP]int64, err error)
+	// input offsets with them. It returns where each changelog partition
+	// written since the last commit ends now, for the stores' stored
+	// offsets; a partition whose end is not known is missing. An error
+	// means nothing may be assumed committed (failure.go decides what the
+	// thread does), except that an *offsetCommitError says the records
+	// were acknowledged.
+	commit(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string, written map[kclient.TP]*changelogRef) (ends map[kclient.TP]int64, err error)
+	// forgetEnds forgets what commit knows of the changelogs' ends: the
+	// thread's tasks changed, and other members may have written them.
+	forgetEnds()
 	// abort drops what was sent since the last commit where the guarantee
 	// can take it back (exactly-once aborts the transaction) and forgets
 	// delivery failures. An error means the producer is unusable.
@@ -46,9 +49,13 @@ type guarantee interface {
 // retryFunc retries op while it fails with transient errors (health.go).
 type retryFunc func(ctx context.Context, what string, op func() error) error
 
-func newGuarantee(exactlyOnce bool, p kclient.Producer, c kclient.Consumer, retry retryFunc) guarantee {
+// logEndsFunc returns the partitions' ends (high watermarks) as the
+// brokers see them.
+type logEndsFunc func(ctx context.Context, tps []kclient.TP) (map[kclient.TP]int64, error)
+
+func newGuarantee(exactlyOnce bool, p kclient.Producer, c kclient.Consumer, retry retryFunc, logEnds logEndsFunc) guarantee {
 	if exactlyOnce {
-		return &exactlyOnceCommits{p: p, c: c, retry: retry}
+		return &exactlyOnceCommits{p: p, c: c, retry: retry, logEnds: logEnds, ends: map[kclient.TP]int64{}}
 	}
 	return &atLeastOnceCommits{p: p, c: c}
 }
@@ -62,6 +69,10 @@ type exactlyOnceCommits struct {
 	retry retryFunc
 	open  bool
 	sent  chan error // SendOffsets under way (sendOffsets), until awaited
+	// ends: where the changelog partitions this thread wrote end, as far
+	// as known (changelogEnds).
+	ends    map[kclient.TP]int64
+	logEnds logEndsFunc
 }
 
 func (g *exactlyOnceCommits) beforeSend(ctx context.Context) error {
@@ -125,7 +136,7 @@ func (g *exactlyOnceCommits) offsetsSent() error {
 // commit needs no flush of its own: CommitTransaction sends every record
 // of the transaction at once and fails (abortably) if one was not
 // delivered. The offsets went with sendOffsets.
-func (g *exactlyOnceCommits) commit(ctx context.Context, _ map[kclient.TP]int64, _ map[kclient.TP]string) (map[kclient.TP]int64, error) {
+func (g *exactlyOnceCommits) commit(ctx context.Context, _ map[kclient.TP]int64, _ map[kclient.TP]string, written map[kclient.TP]*changelogRef) (map[kclient.TP]int64, error) {
 	if err := g.offsetsSent(); err != nil {
 		return nil, err
 	}
@@ -138,23 +149,64 @@ func (g *exactlyOnceCommits) commit(ctx context.Context, _ map[kclient.TP]int64,
 		return nil, err
 	}
 	g.open = false
-	// Committed. The delivery reports are in (or on their way): their
-	// offsets say where the changelogs end. Each partition the transaction
-	// wrote gets one commit marker right after its last record (only this
-	// producer writes there), so the end is that record's offset + 2. If
-	// the reports cannot be awaited, the ends stay unknown: stored offsets
-	// then lag the store, and a restore replays a little more (a
-	// changelog replays idempotently) — never rewind after a commit.
-	if err := g.p.WaitDelivered(ctx); err != nil {
-		g.p.LastOffsets()
-		return nil, nil
-	}
-	return endsAfter(g.p.LastOffsets(), 2), nil
+	return g.changelogEnds(ctx, written), nil
 }
+
+// changelogEnds returns where each changelog partition the committed
+// transaction wrote ends now, counted rather than read from delivery
+// reports (the transactional producer asks for none: a report per record
+// cost an eighth of exactly-once's CPU, and the commit waited for the
+// client to hand them all over). Only this thread writes a changelog
+// partition while it owns the task (a zombie is fenced before this
+// producer's first record), so a transaction's n records lie there one
+// after the other, followed by its commit marker: a partition that ended
+// at e ends at e+n+1.
+//
+// The count is never past the real end: the base was an end once, records
+// only append, and every record counted is written once (the transaction
+// committed; the producer is idempotent). What else lands there (an
+// aborted transaction's records, another member's while this one did not
+// own the task) only leaves it behind, and a restore from a stored offset
+// behind the store replays records the store has, which changes nothing.
+// To stay close, an abort and a new assignment forget the ends; a
+// partition without one asks the brokers once, now that the transaction
+// is committed: the high watermark is past all its records (acknowledged
+// by every in-sync replica), and it may lack the marker, which leaves the
+// stored offset one behind. If the brokers do not answer, the end stays
+// unknown (the stored offset stays as it was) until a later commit.
+func (g *exactlyOnceCommits) changelogEnds(ctx context.Context, written map[kclient.TP]*changelogRef) map[kclient.TP]int64 {
+	var unknown []kclient.TP
+	for tp, ref := range written {
+		if end, ok := g.ends[tp]; ok {
+			g.ends[tp] = end + ref.n + 1
+		} else {
+			unknown = append(unknown, tp)
+		}
+	}
+	if len(unknown) > 0 {
+		if got, err := g.logEnds(ctx, unknown); err == nil {
+			for _, tp := range unknown {
+				if end, ok := got[tp]; ok && end >= 0 {
+					g.ends[tp] = end
+				}
+			}
+		}
+	}
+	ends := make(map[kclient.TP]int64, len(written))
+	for tp := range written {
+		if end, ok := g.ends[tp]; ok {
+			ends[tp] = end
+		}
+	}
+	return ends
+}
+
+func (g *exactlyOnceCommits) forgetEnds() { clear(g.ends) }
 
 func (g *exactlyOnceCommits) abort(ctx context.Context) error {
 	defer g.p.DeliveryErr()
 	g.offsetsSent() //nolint:errcheck // the transaction is aborted either way
+	g.forgetEnds()
 	if !g.open {
 		return nil
 	}
@@ -162,8 +214,7 @@ func (g *exactlyOnceCommits) abort(ctx context.Context) error {
 		return attempt(ctx, g.p.AbortTransaction)
 	})
 	g.open = false
-	attempt(ctx, g.p.WaitDelivered) // reports of the aborted records: forget them
-	g.p.LastOffsets()
+	attempt(ctx, g.p.WaitDelivered) // the records still queued: forget their failures
 	return err
 }
 
@@ -192,7 +243,7 @@ func (g *atLeastOnceCommits) sendOffsets(context.Context, map[kclient.TP]int64, 
 
 func (g *atLeastOnceCommits) offsetsSent() error { return nil }
 
-func (g *atLeastOnceCommits) commit(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string) (map[kclient.TP]int64, error) {
+func (g *atLeastOnceCommits) commit(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string, _ map[kclient.TP]*changelogRef) (map[kclient.TP]int64, error) {
 	if err := g.p.WaitDelivered(ctx); err != nil {
 		return nil, fmt.Errorf("producing records failed: %w", err)
 	}
@@ -223,6 +274,9 @@ func (g *atLeastOnceCommits) abort(ctx context.Context) error {
 
 func (g *atLeastOnceCommits) pending() bool { return false }
 
+// forgetEnds: at-least-once takes the ends from the delivery reports.
+func (g *atLeastOnceCommits) forgetEnds() {}
+
 // offsetCommitError: at-least-once offsets were not committed, but every
 // record sent is acknowledged (failure.go: processing starts again from the
 // last commit).
@@ -232,7 +286,7 @@ func (e *offsetCommitError) Error() string { return "committing offsets failed: 
 func (e *offsetCommitError) Unwrap() error { return e.err }
 
 // endsAfter turns the offsets of the last records delivered into the
-// partitions' ends: the last offset + n (1, or 2 with a commit marker).
+// partitions' ends: the last offset + n.
 func endsAfter(last map[kclient.TP]int64, n int64) map[kclient.TP]int64 {
 	for tp, off := range last {
 		last[tp] = off + n

@@ -114,6 +114,7 @@ func (th *Thread) forgetAssignment() {
 	th.committed = map[kclient.TP]int64{}
 	th.committedTime = map[kclient.TP]int64{}
 	th.clearRestore()
+	th.guarantee.forgetEnds()
 	th.snapshot(true)
 }
 

@@ -64,7 +64,7 @@ type Thread struct {
 	behind bool
 	// changelogs written since the last commit: their end offsets are
 	// stored with the stores' writes.
-	written    map[kclient.TP]changelogRef
+	written    map[kclient.TP]*changelogRef
 	lastCommit time.Time
 	lastPurge  time.Time
 	lastProbe  time.Time
@@ -183,7 +183,7 @@ func (th *Thread) reset() {
 	th.committedTime = map[kclient.TP]int64{}
 	th.restoring = map[kclient.TP]*restoreTarget{}
 	th.dirty, th.cbErr, th.closing = false, nil, false
-	th.written = map[kclient.TP]changelogRef{}
+	th.written = map[kclient.TP]*changelogRef{}
 	th.wsP = storage.NewWriteSet(th.cfg.Pebble)
 	th.wsM = storage.NewWriteSet(th.cfg.Memory)
 	th.retireCache()
@@ -213,7 +213,7 @@ func (th *Thread) session(ctx context.Context) (err error) {
 		th.producer.Close()
 		return fmt.Errorf("creating consumer: %w", err)
 	}
-	th.guarantee = newGuarantee(th.cfg.ExactlyOnce, th.producer, th.consumer, th.retry)
+	th.guarantee = newGuarantee(th.cfg.ExactlyOnce, th.producer, th.consumer, th.retry, th.logEnds)
 	clean := false
 	defer func() {
 		if !clean {

@@ -2,7 +2,10 @@ package engine
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -644,4 +647,61 @@ func TestOutageRecordsArePurgedNotDeliveredLate(t *testing.T) {
 	if gateWrites != 1 {
 		t.Errorf("the changelog has %d updates of %s, want 1: the update queued during the outage was delivered too", gateWrites, gateKey)
 	}
+}
+
+// Exactly-once counts where a changelog ends after each commit: from the
+// end the brokers gave when it was not known (the first commit after an
+// assignment or an abort), n records plus the commit marker per
+// transaction; a partition the brokers gave no end for stays unknown.
+func TestExactlyOnceCountsChangelogEnds(t *testing.T) {
+	a, b := kclient.TP{Topic: "cl", Partition: 0}, kclient.TP{Topic: "cl", Partition: 1}
+	var asked [][]kclient.TP
+	brokers := map[kclient.TP]int64{a: 40}
+	var down bool
+	g := newGuarantee(true, nil, nil, nil, func(_ context.Context, tps []kclient.TP) (map[kclient.TP]int64, error) {
+		asked = append(asked, tps)
+		if down {
+			return nil, errors.New("no broker answers")
+		}
+		ends := map[kclient.TP]int64{}
+		for _, tp := range tps {
+			if end, ok := brokers[tp]; ok {
+				ends[tp] = end
+			}
+		}
+		return ends, nil
+	}).(*exactlyOnceCommits)
+	ctx := context.Background()
+	sent := func(n map[kclient.TP]int64) map[kclient.TP]*changelogRef {
+		w := map[kclient.TP]*changelogRef{}
+		for tp, k := range n {
+			w[tp] = &changelogRef{n: k}
+		}
+		return w
+	}
+	check := func(step string, got, want map[kclient.TP]int64, asks int) {
+		t.Helper()
+		if !maps.Equal(got, want) {
+			t.Errorf("%s: ends %v, want %v", step, got, want)
+		}
+		if len(asked) != asks {
+			t.Errorf("%s: asked the brokers %d times, want %d", step, len(asked), asks)
+		}
+	}
+	// a unknown: the brokers say 40 (b: no answer for it, stays unknown).
+	check("first commit", g.changelogEnds(ctx, sent(map[kclient.TP]int64{a: 5, b: 3})), map[kclient.TP]int64{a: 40}, 1)
+	// a counted on: 40 + 7 records + marker; b asked again.
+	brokers[b] = 10
+	check("second commit", g.changelogEnds(ctx, sent(map[kclient.TP]int64{a: 7, b: 2})), map[kclient.TP]int64{a: 48, b: 10}, 2)
+	check("third commit", g.changelogEnds(ctx, sent(map[kclient.TP]int64{a: 1, b: 4})), map[kclient.TP]int64{a: 50, b: 15}, 2)
+	// Only the partitions written are returned.
+	check("commit writing b only", g.changelogEnds(ctx, sent(map[kclient.TP]int64{b: 1})), map[kclient.TP]int64{b: 17}, 2)
+	// A new assignment forgets: ask again; the brokers being away leaves
+	// the ends unknown, and the next commit asks once more.
+	g.forgetEnds()
+	down = true
+	check("commit during an outage", g.changelogEnds(ctx, sent(map[kclient.TP]int64{a: 1})), map[kclient.TP]int64{}, 3)
+	down, brokers[a] = false, 90
+	check("commit after the outage", g.changelogEnds(ctx, sent(map[kclient.TP]int64{a: 2})), map[kclient.TP]int64{a: 90}, 4)
+	check("and then counted", g.changelogEnds(ctx, sent(map[kclient.TP]int64{a: 2})), map[kclient.TP]int64{a: 93}, 4)
 }

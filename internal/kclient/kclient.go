@@ -71,14 +71,17 @@ type Producer interface {
 	// WaitDelivered waits until every record produced so far has its
 	// delivery report, and returns the first delivery failure not yet
 	// forgotten (it stays for DeliveryErr). It does not hurry the producer:
-	// records go out as linger.ms allows (a transaction's commit sends them
-	// at once).
+	// records go out as linger.ms allows. A transactional producer gets no
+	// report of a success (CommitTransaction waits for the records and
+	// fails if one was not delivered): it waits only until the client has
+	// every record.
 	WaitDelivered(ctx context.Context) error
 	// DeliveryErr returns, and forgets, the first delivery failure since
 	// the last call.
 	DeliveryErr() error
 	// LastOffsets returns, and forgets, the offset of the last record
-	// delivered to each partition since the previous call.
+	// delivered to each partition since the previous call (none for a
+	// transactional producer, see WaitDelivered).
 	LastOffsets() map[TP]int64
 	// Purge drops every record not yet delivered (still queued, or sent
 	// and not acknowledged): none of them is delivered after it returns;

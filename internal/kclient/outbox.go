@@ -23,7 +23,8 @@ import (
 // records that came while the sender enqueued the last one.
 //
 // Every record queued counts in the producer's inflight until its delivery
-// report (or until it is dropped or refused), so WaitDelivered covers it.
+// report (or until it is dropped or refused; a transactional producer's,
+// until librdkafka has it), so WaitDelivered covers it.
 // Calls whose order with the records matters (beginning a transaction,
 // committing it; not sending its offsets, which may go out while the
 // records still do) first wait for the sender to be idle; a record
@@ -163,6 +164,9 @@ func (p *producer) send() {
 			}
 			o.mu.Unlock()
 			left, err := p.enqueueAll(b)
+			if p.txnID != "" {
+				left = int64(len(b.recs)) // no delivery report will come
+			}
 			b.reset()
 			if left > 0 {
 				p.settle(left)
@@ -260,7 +264,9 @@ func (p *producer) discard(ctx context.Context) {
 // commits), the wait spreads over the interval instead of stalling the
 // commit. Twenty thousand keep the brokers fed: measured, no workload lost
 // throughput, where 10,000 cost stateless and word count a fifth of theirs.
-// (Kafka's Java producer blocks send the same way, on buffer.memory.)
+// (Kafka's Java producer blocks send the same way, on buffer.memory.) A
+// transactional producer, which gets no delivery reports, bounds them with
+// librdkafka's queue.buffering.max.messages: its sender waits for room.
 const maxUnacked, roomUnacked = 20_000, 15_000
 
 // waitRoom waits until the producer's unacknowledged records fall to
