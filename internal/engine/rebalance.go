@@ -115,7 +115,18 @@ func (th *Thread) forgetAssignment() {
 	th.committedTime = map[kclient.TP]int64{}
 	th.clearRestore()
 	th.guarantee.forgetEnds()
+	th.waitStores()
 	th.snapshot(true)
+}
+
+// waitStores waits until the last commit's writes are in the stores
+// (WriteSet.ApplyInBackground): the tasks' stores may be restored or
+// written by their next owner, on this thread or another. A failed apply
+// only leaves a store behind its changelog, which its next restore reads.
+func (th *Thread) waitStores() {
+	if err := th.wsP.Wait(); err != nil {
+		th.log.Warn("applying the last commit's writes to the stores failed; they are restored from the changelogs", zap.Error(err))
+	}
 }
 
 // closeTasksDirty closes every task without committing: what they wrote

@@ -185,6 +185,7 @@ func (th *Thread) reset() {
 	th.dirty, th.cbErr, th.closing = false, nil, false
 	th.written = map[kclient.TP]*changelogRef{}
 	th.wsP = storage.NewWriteSet(th.cfg.Pebble)
+	th.wsP.ApplyInBackground()
 	th.wsM = storage.NewWriteSet(th.cfg.Memory)
 	th.retireCache()
 	th.cache = storage.NewCache(th.cfg.CacheBytes)
@@ -225,6 +226,7 @@ func (th *Thread) session(ctx context.Context) (err error) {
 			th.log.Warn("closing consumer", zap.Error(cerr))
 		}
 		th.producer.Close()
+		th.waitStores()
 		th.wsP.ReleaseReads()
 		th.wsM.ReleaseReads()
 	}()

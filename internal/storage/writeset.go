@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"sync/atomic"
 
 	"github.com/RaduBerinde/btreemap"
 )
@@ -23,6 +24,18 @@ type WriteSet struct {
 	ranges  [][2][]byte      // pending range deletions, applied before the writes
 	offsets map[string]int64 // offsetKey → next changelog offset
 	batch   Batch
+
+	// background: Commit applies on a goroutine (ApplyInBackground).
+	// Until that apply is over and seen to be, applying holds its writes
+	// (and applyingRanges its range deletions) under the pending ones, and
+	// reads see them there; spare is the empty tree pending becomes next.
+	background     bool
+	applying       *btreemap.BTreeMap[[]byte, pendingWrite]
+	applyingRanges [][2][]byte
+	spare          *btreemap.BTreeMap[[]byte, pendingWrite]
+	applied        chan error  // the apply's result, once
+	applyDone      atomic.Bool // set once the result is in applied
+	applyErr       error       // a failed apply, for the next Commit or Wait
 }
 
 // writeSetFreeNodes is how many B-tree nodes a write set keeps from one
@@ -43,12 +56,73 @@ func NewWriteSet(b Backend) *WriteSet {
 	if r, ok := b.(interface{ NewPointReader() PointReader }); ok {
 		reader = r.NewPointReader()
 	}
+	free := btreemap.NewFreeList[[]byte, pendingWrite](writeSetFreeNodes)
 	return &WriteSet{
 		backend: b,
 		reader:  reader,
-		pending: btreemap.NewWithFreeList(32, bytes.Compare, btreemap.NewFreeList[[]byte, pendingWrite](writeSetFreeNodes)),
+		pending: btreemap.NewWithFreeList(32, bytes.Compare, free),
+		spare:   btreemap.NewWithFreeList(32, bytes.Compare, free),
 		offsets: map[string]int64{},
+		applied: make(chan error, 1),
 	}
+}
+
+// ApplyInBackground makes Commit return once it has handed its writes to
+// a goroutine that applies them, rather than once they are applied: what a
+// stream thread does after its transaction committed, so that applying a
+// commit's writes to Pebble (1.6-2.5 ms for the ~6,000 writes of a windowed
+// count's commit) overlaps the next interval's processing instead of
+// lengthening the commit. Reads see those writes meanwhile, as pending
+// ones; the next Commit waits for the apply first, and Wait waits for it
+// before anything else touches the backend's keys directly (a restore, a
+// task moving to another thread). A process that dies before the apply is
+// over keeps the previous commit's data and stored offsets in the store,
+// which a restore brings up to date from the changelog.
+func (w *WriteSet) ApplyInBackground() { w.background = true }
+
+// Wait waits until the last Commit's writes are applied. An apply that
+// failed fails this and every later Wait and Commit: its writes stay
+// readable here, but they are not in the store.
+func (w *WriteSet) Wait() error {
+	if w.applying != nil && w.applyErr == nil {
+		w.settle(<-w.applied)
+	}
+	return w.applyErr
+}
+
+// settle takes the result of the apply. Applied, its writes are in the
+// backend and visible to reads there (Pebble's point reader reopens after
+// any write), so applying is emptied; failed, they stay in applying for
+// reads (nothing may be read as if they were lost) and the error stays.
+func (w *WriteSet) settle(err error) {
+	w.applyDone.Store(false)
+	if err != nil {
+		w.applyErr = err
+		return
+	}
+	w.applying.Clear(true)
+	w.spare, w.applying, w.applyingRanges = w.applying, nil, nil
+}
+
+// fromApplying reports what the writes being applied say of key: a value
+// or a deletion (known), or nothing. A finished apply is settled first.
+func (w *WriteSet) fromApplying(key []byte) (p pendingWrite, known bool) {
+	if w.applying == nil {
+		return p, false
+	}
+	if w.applyErr == nil && w.applyDone.Load() {
+		w.settle(<-w.applied)
+		if w.applying == nil {
+			return p, false
+		}
+	}
+	if _, p, ok := w.applying.Get(key); ok {
+		return p, true
+	}
+	if inRanges(w.applyingRanges, key) {
+		return pendingWrite{deleted: true}, true
+	}
+	return p, false
 }
 
 // Backend returns the backend the write set commits to.
@@ -62,8 +136,14 @@ func (w *WriteSet) Get(key []byte) ([]byte, bool, error) {
 		}
 		return p.value, true, nil
 	}
-	if w.inRanges(key) {
+	if inRanges(w.ranges, key) {
 		return nil, false, nil
+	}
+	if p, ok := w.fromApplying(key); ok {
+		if p.deleted {
+			return nil, false, nil
+		}
+		return p.value, true, nil
 	}
 	if w.reader != nil {
 		return w.reader.Get(key)
@@ -81,8 +161,8 @@ func (w *WriteSet) ReleaseReads() {
 	}
 }
 
-func (w *WriteSet) inRanges(key []byte) bool {
-	for _, r := range w.ranges {
+func inRanges(ranges [][2][]byte, key []byte) bool {
+	for _, r := range ranges {
 		if bytes.Compare(key, r[0]) >= 0 && bytes.Compare(key, r[1]) < 0 {
 			return true
 		}
@@ -131,11 +211,24 @@ func (w *WriteSet) SetOffset(task, store string, next int64) {
 
 // Iter walks [lower, upper) as of the writes so far.
 func (w *WriteSet) Iter(lower, upper []byte, reverse bool) BytesIterator {
-	var under BytesIterator = w.backend.Iter(lower, upper, reverse)
-	if len(w.ranges) > 0 {
-		under = &rangeFilter{BytesIterator: under, w: w}
+	// A finished apply is settled before the backend's iterator opens
+	// (one opened before the apply was over might not see its writes).
+	if w.applying != nil && w.applyErr == nil && w.applyDone.Load() {
+		w.settle(<-w.applied)
 	}
-	if w.pending.Len() == 0 {
+	var under BytesIterator = w.backend.Iter(lower, upper, reverse)
+	if w.applying != nil {
+		under = overlay(w.applying, w.applyingRanges, under, lower, upper, reverse)
+	}
+	return overlay(w.pending, w.ranges, under, lower, upper, reverse)
+}
+
+// overlay puts writes (and range deletions) over under.
+func overlay(writes *btreemap.BTreeMap[[]byte, pendingWrite], ranges [][2][]byte, under BytesIterator, lower, upper []byte, reverse bool) BytesIterator {
+	if len(ranges) > 0 {
+		under = &rangeFilter{BytesIterator: under, ranges: ranges}
+	}
+	if writes.Len() == 0 {
 		return under
 	}
 	lo, hi := btreemap.Min[[]byte](), btreemap.Max[[]byte]()
@@ -151,9 +244,9 @@ func (w *WriteSet) Iter(lower, upper []byte, reverse bool) BytesIterator {
 		return true
 	}
 	if reverse {
-		w.pending.DescendFunc(hi, lo, add)
+		writes.DescendFunc(hi, lo, add)
 	} else {
-		w.pending.AscendFunc(lo, hi, add)
+		writes.AscendFunc(lo, hi, add)
 	}
 	return newMergeIter(over, under, reverse)
 }
@@ -162,11 +255,16 @@ func (w *WriteSet) Iter(lower, upper []byte, reverse bool) BytesIterator {
 func (w *WriteSet) Len() int { return w.pending.Len() }
 
 // Commit applies every pending write, then every offset, in one
-// Backend.Apply (range deletions first), then empties the write set. Should
-// the backend write a large batch in pieces (Pebble.Apply) and the process
-// die between two, the stored offsets are still the previous ones: restore
-// replays the changelog from them over the writes already visible.
+// Backend.Apply (range deletions first), then empties the write set; in
+// the background after ApplyInBackground (the previous commit's apply is
+// waited for first). Should the backend write a large batch in pieces
+// (Pebble.Apply) and the process die between two, the stored offsets are
+// still the previous ones: restore replays the changelog from them over
+// the writes already visible.
 func (w *WriteSet) Commit() error {
+	if err := w.Wait(); err != nil {
+		return err
+	}
 	if w.pending.Len() == 0 && len(w.offsets) == 0 && len(w.ranges) == 0 {
 		return nil
 	}
@@ -184,19 +282,32 @@ func (w *WriteSet) Commit() error {
 	for k, off := range w.offsets {
 		w.batch.Set([]byte(k), encodeOffset(off))
 	}
-	if err := w.backend.Apply(&w.batch); err != nil {
-		return err
+	if !w.background {
+		if err := w.backend.Apply(&w.batch); err != nil {
+			return err
+		}
+		w.Discard()
+		return nil
 	}
-	w.Discard()
+	// The batch holds the writes' own slices: applying keeps them, and
+	// the batch is not touched again before the next Commit's Wait.
+	w.applying, w.applyingRanges = w.pending, w.ranges
+	w.pending, w.spare, w.ranges = w.spare, nil, nil
+	clear(w.offsets)
+	go func(b *Batch) {
+		err := w.backend.Apply(b)
+		w.applyDone.Store(true) // before the send: whoever receives clears it
+		w.applied <- err
+	}(&w.batch)
 	return nil
 }
 
-// Discard drops every pending write and offset.
+// Discard drops every pending write and offset (not those being applied:
+// they were committed).
 func (w *WriteSet) Discard() {
 	w.pending.Clear(true)
 	w.ranges = nil
 	clear(w.offsets)
-	w.batch.Reset()
 }
 
 // DiscardTask drops the pending writes and offsets of one task, for a task
@@ -224,12 +335,12 @@ func (w *WriteSet) DiscardTask(task string) {
 // rangeFilter hides committed keys inside pending range deletions.
 type rangeFilter struct {
 	BytesIterator
-	w *WriteSet
+	ranges [][2][]byte
 }
 
 func (f *rangeFilter) Next() bool {
 	for f.BytesIterator.Next() {
-		if !f.w.inRanges(f.BytesIterator.Key()) {
+		if !inRanges(f.ranges, f.BytesIterator.Key()) {
 			return true
 		}
 	}
