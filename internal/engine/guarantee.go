@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"time"
 
@@ -35,8 +36,11 @@ type guarantee interface {
 	// thread does), except that an *offsetCommitError says the records
 	// were acknowledged.
 	commit(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string, written map[kclient.TP]*changelogRef) (ends map[kclient.TP]int64, err error)
-	// forgetEnds forgets what commit knows of the changelogs' ends: the
-	// thread's tasks changed, and other members may have written them.
+	// knowEnds tells commit where changelog partitions end (read at an
+	// assignment, before its tasks write); forgetEnds forgets what commit
+	// knows of them: the thread's tasks changed, and other members may
+	// have written them.
+	knowEnds(ends map[kclient.TP]int64)
 	forgetEnds()
 	// abort drops what was sent since the last commit where the guarantee
 	// can take it back (exactly-once aborts the transaction) and forgets
@@ -168,9 +172,10 @@ func (g *exactlyOnceCommits) commit(ctx context.Context, _ map[kclient.TP]int64,
 // aborted transaction's records, another member's while this one did not
 // own the task) only leaves it behind, and a restore from a stored offset
 // behind the store replays records the store has, which changes nothing.
-// To stay close, an abort and a new assignment forget the ends; a
-// partition without one asks the brokers once, now that the transaction
-// is committed: the high watermark is past all its records (acknowledged
+// To stay close, an abort and a new assignment forget the ends; an
+// assignment's restore tells the ends it read (no transaction pending on
+// them, before this thread writes); a partition without one asks the
+// brokers once, now that the transaction is committed: the high watermark is past all its records (acknowledged
 // by every in-sync replica), and it may lack the marker, which leaves the
 // stored offset one behind. If the brokers do not answer, the end stays
 // unknown (the stored offset stays as it was) until a later commit.
@@ -200,6 +205,8 @@ func (g *exactlyOnceCommits) changelogEnds(ctx context.Context, written map[kcli
 	}
 	return ends
 }
+
+func (g *exactlyOnceCommits) knowEnds(ends map[kclient.TP]int64) { maps.Copy(g.ends, ends) }
 
 func (g *exactlyOnceCommits) forgetEnds() { clear(g.ends) }
 
@@ -274,8 +281,10 @@ func (g *atLeastOnceCommits) abort(ctx context.Context) error {
 
 func (g *atLeastOnceCommits) pending() bool { return false }
 
-// forgetEnds: at-least-once takes the ends from the delivery reports.
-func (g *atLeastOnceCommits) forgetEnds() {}
+// knowEnds and forgetEnds: at-least-once takes the ends from the delivery
+// reports.
+func (g *atLeastOnceCommits) knowEnds(map[kclient.TP]int64) {}
+func (g *atLeastOnceCommits) forgetEnds()                   {}
 
 // offsetCommitError: at-least-once offsets were not committed, but every
 // record sent is acknowledged (failure.go: processing starts again from the

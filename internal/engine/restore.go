@@ -72,6 +72,7 @@ func (th *Thread) startRestore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	th.guarantee.knowEnds(end)
 	var paused []kclient.TP
 	for tp, w := range wants {
 		b := th.backend(w.spec.Name)

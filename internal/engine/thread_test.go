@@ -704,4 +704,8 @@ func TestExactlyOnceCountsChangelogEnds(t *testing.T) {
 	down, brokers[a] = false, 90
 	check("commit after the outage", g.changelogEnds(ctx, sent(map[kclient.TP]int64{a: 2})), map[kclient.TP]int64{a: 90}, 4)
 	check("and then counted", g.changelogEnds(ctx, sent(map[kclient.TP]int64{a: 2})), map[kclient.TP]int64{a: 93}, 4)
+	// The ends an assignment's restore read need no asking.
+	g.forgetEnds()
+	g.knowEnds(map[kclient.TP]int64{a: 200, b: 300})
+	check("after an assignment", g.changelogEnds(ctx, sent(map[kclient.TP]int64{a: 3, b: 1})), map[kclient.TP]int64{a: 204, b: 302}, 4)
 }

@@ -96,10 +96,11 @@ func NewProducer(cfg Config) (Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	pr := &producer{p: p, done: make(chan struct{}), last: map[TP]int64{}, w: newWatch(), txnTopics: map[string]bool{}, out: newOutbox(),
+	pr := &producer{p: p, done: make(chan struct{}), last: map[TP]int64{}, w: newWatch(), txnTopics: map[string]bool{}, out: newOutbox(outboxRecords),
 		maxInflight: maxUnacked, roomAt: roomUnacked}
 	if txn {
 		pr.txnID = id
+		pr.out.maxRecords = outboxTxnRecords
 	}
 	pr.sendOffsets = func(ctx context.Context, offsets []kafka.TopicPartition, group *kafka.ConsumerGroupMetadata) error {
 		return p.SendOffsetsToTransaction(ctx, offsets, group)

@@ -42,13 +42,23 @@ type outbox struct {
 	closed bool
 	kick   chan struct{} // wakes the sender (capacity 1: sent only when not busy)
 	drop   atomic.Bool   // the sender stops enqueuing its batch (Purge, abort, Close)
+	// maxRecords: a batch being filled holds at most this many records.
+	maxRecords int
 }
 
 // Limits of the batch being filled: Produce waits for the sender beyond
-// them (one record larger than the byte limit goes alone).
+// them (one record larger than the byte limit goes alone). A transactional
+// producer's batches are smaller: with no delivery reports, what bounds
+// its unacknowledged records is librdkafka's queue, which the sender waits
+// on, and the two batches (the one the sender holds, the one filled) come
+// on top of it at a commit. Word count under exactly-once, commit p50:
+// 12.7-19.3 ms with 16,384, 10.5-12.1 with 8,192, 6.8-8.1 with 4,096,
+// 7.3-8.5 with 2,048; windowed's rate fell a tenth from 8,192 to 4,096
+// and again to 2,048.
 const (
-	outboxRecords = 16384
-	outboxBytes   = 4 << 20
+	outboxRecords    = 16384
+	outboxTxnRecords = 4096
+	outboxBytes      = 4 << 20
 )
 
 // outBatch holds records with their bytes copied into one buffer.
@@ -65,8 +75,8 @@ type outRecord struct {
 	partition  int32
 }
 
-func newOutbox() *outbox {
-	return &outbox{fill: newOutBatch(), spare: newOutBatch(), kick: make(chan struct{}, 1)}
+func newOutbox(maxRecords int) *outbox {
+	return &outbox{fill: newOutBatch(), spare: newOutBatch(), kick: make(chan struct{}, 1), maxRecords: maxRecords}
 }
 
 func newOutBatch() *outBatch { return &outBatch{data: make([]byte, 0, 64<<10)} }
@@ -101,11 +111,11 @@ func (b *outBatch) reset() {
 }
 
 // full tells whether rec must wait for the sender to take the batch.
-func (b *outBatch) full(rec *rt.OutRecord) bool {
+func (b *outBatch) full(rec *rt.OutRecord, maxRecords int) bool {
 	if len(b.recs) == 0 {
 		return false
 	}
-	return len(b.recs) >= outboxRecords || len(b.data)+len(rec.Key)+len(rec.Value) > outboxBytes
+	return len(b.recs) >= maxRecords || len(b.data)+len(rec.Key)+len(rec.Value) > outboxBytes
 }
 
 var errProducerClosed = errors.New("kafka: producer closed")
@@ -121,7 +131,7 @@ func (p *producer) Produce(rec *rt.OutRecord) error {
 	}
 	o := p.out
 	o.mu.Lock()
-	for o.err == nil && !o.closed && o.fill.full(rec) {
+	for o.err == nil && !o.closed && o.fill.full(rec, o.maxRecords) {
 		if o.room == nil {
 			o.room = make(chan struct{})
 		}
