@@ -67,6 +67,7 @@ type App struct {
 	globals      *engine.GlobalReader
 	pebble       *storage.Pebble // nil unless running
 	memory       *storage.Memory
+	stateDir     *engine.StateDirectory // nil until Run opens the stores
 	procID       string
 	// subPartitions: the task count of each sub-topology.
 	subPartitions map[int]int32
@@ -184,8 +185,10 @@ func (a *App) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("streams: opening the state store in %s (is another instance using this StateDir?): %w", dir, err)
 	}
 	memory := storage.NewMemory()
+	wallClock := func() int64 { return time.Now().UnixMilli() }
+	stateDir := engine.NewStateDirectory([]storage.Backend{pebble, memory}, a.cfg.StateCleanupDelay, wallClock, a.log)
 	a.mu.Lock()
-	a.pebble, a.memory = pebble, memory
+	a.pebble, a.memory, a.stateDir = pebble, memory, stateDir
 	a.mu.Unlock()
 	defer func() {
 		a.storeMu.Lock()
@@ -275,9 +278,10 @@ func (a *App) Run(ctx context.Context) (err error) {
 		Log:                a.log,
 		Pebble:             pebble,
 		Memory:             memory,
+		StateDirectory:     stateDir,
 		Partitions:         topics.Partitions,
 		Subscription:       topics.Subscription,
-		WallClock:          func() int64 { return time.Now().UnixMilli() },
+		WallClock:          wallClock,
 		Handlers:           a.cfg.handlers(),
 		Metrics:            a.metrics,
 		OnState:            a.onThreadState,
@@ -313,6 +317,11 @@ func (a *App) Run(ctx context.Context) (err error) {
 			errc <- err
 			cancel()
 		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		stateDir.Run(ctx) // deletes the state of tasks no thread owns
 	}()
 	if idir != nil {
 		wg.Add(1)

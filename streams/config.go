@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/eddy-go/eddy/internal/engine"
 )
 
 // Guarantee is the processing guarantee.
@@ -109,6 +111,16 @@ type Config struct {
 	// them; while the bound is reached the thread stops polling (and the
 	// client's own bounded prefetch stops fetching). Default 1000.
 	MaxBufferedRecords int
+	// StateCleanupDelay is how long the local state of a task that no
+	// stream thread of this instance owns is kept before it is deleted
+	// (Kafka Streams' state.cleanup.delay.ms): a task that moved to another
+	// instance, or one whose state was found in StateDir at start but that
+	// was not assigned here. It counts from when the task was let go, or
+	// from the start for state found at start. Default 10 minutes; negative
+	// keeps such state for ever (a returning task still never resumes
+	// state older than its changelog keeps deletes: see the README's State
+	// stores).
+	StateCleanupDelay time.Duration
 	// FsyncState makes every commit fsync the state store's write-ahead
 	// log, so committed state survives a machine crash or power loss, at
 	// the cost of an fsync per commit. Default false: each commit's
@@ -193,6 +205,9 @@ func (c *Config) ensureDefaults() {
 	}
 	if c.MaxBufferedRecords == 0 {
 		c.MaxBufferedRecords = 1000
+	}
+	if c.StateCleanupDelay == 0 {
+		c.StateCleanupDelay = engine.DefaultStateCleanupDelay
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()

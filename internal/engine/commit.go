@@ -52,9 +52,12 @@ func (th *Thread) Send(t *rt.Task, rec *rt.OutRecord) error {
 // the stores' caches (forwarding what they held back) while the input
 // offsets go out, commit the records sent and the offsets together
 // (guarantee.go), then apply the stores' writes with their changelog
-// offsets in one atomic write per backend.
-func (th *Thread) commit() error {
+// offsets in one atomic write per backend. final: the thread is about to
+// let its tasks go (revocation, shutdown): their stores' synced times are
+// written whatever markSynced's pace.
+func (th *Thread) commit(final bool) error {
 	start := time.Now()
+	at := th.cfg.WallClock()
 	th.lastCommit = start
 	// What the stores' reads hold in Pebble is let go every interval, so
 	// that an idle thread does not keep old memtables and tables alive.
@@ -83,18 +86,21 @@ func (th *Thread) commit() error {
 		}
 	}
 	if !th.dirty && !th.guarantee.pending() && len(offsets) == 0 {
-		return nil // nothing new; positions past transaction markers are committed too
+		// Nothing new; positions past transaction markers are committed
+		// too. The stores are still in step with their changelogs.
+		if th.markSynced(at, final) {
+			return th.applyStores()
+		}
+		return nil
 	}
 	ends, err := th.guarantee.commit(ctx, offsets, meta, th.written)
 	if err != nil {
 		return th.commitFailed(err)
 	}
 	th.storeChangelogEnds(ends)
-	if err := th.wsM.Commit(); err != nil {
-		return fmt.Errorf("committing in-memory stores: %w", err)
-	}
-	if err := th.wsP.Commit(); err != nil {
-		return fmt.Errorf("committing stores: %w", err)
+	th.markSynced(at, final)
+	if err := th.applyStores(); err != nil {
+		return err
 	}
 	for tp, off := range offsets {
 		th.committed[tp] = off
@@ -110,6 +116,46 @@ func (th *Thread) commit() error {
 		m.CommitDuration.Observe(time.Since(start).Seconds())
 	}
 	return th.maybePurge()
+}
+
+// applyStores applies the write sets: what the commit's tasks wrote, with
+// their changelog offsets and synced times.
+func (th *Thread) applyStores() error {
+	if err := th.wsM.Commit(); err != nil {
+		return fmt.Errorf("committing in-memory stores: %w", err)
+	}
+	if err := th.wsP.Commit(); err != nil {
+		return fmt.Errorf("committing stores: %w", err)
+	}
+	return nil
+}
+
+// syncedEvery is how often a thread's commits write its stores' synced
+// times: more often only makes a crashed instance's state a little younger.
+const syncedEvery = time.Second
+
+// markSynced records, with the write sets' next commit, that the logged
+// stores of every task the thread runs (restored) are in step with their
+// changelogs as of at, the time the commit began (storage.SyncedAt): every
+// record written to a changelog before then is in its store or after its
+// stored offset. It does so once per syncedEvery, or when final, and
+// reports whether it did.
+func (th *Thread) markSynced(at int64, final bool) bool {
+	if !final && at-th.syncedAt < syncedEvery.Milliseconds() {
+		return false
+	}
+	for _, tk := range th.order {
+		if tk.restoring > 0 {
+			continue
+		}
+		for _, s := range th.cfg.Program.Subtopologies[tk.id.Subtopology].Stores {
+			if spec := s.Builder.Spec(); spec.Logged {
+				th.writeSet(spec.Name).SetSynced(tk.id.String(), spec.Name, at)
+			}
+		}
+	}
+	th.syncedAt = at
+	return true
 }
 
 // storeChangelogEnds records, with the stores' writes, where each written

@@ -49,6 +49,10 @@ type Config struct {
 	Log                                 *zap.Logger
 	Pebble                              storage.Backend
 	Memory                              storage.Backend
+	// StateDirectory records which thread owns each task's state, deletes
+	// state no thread owns, and counts stores rebuilt because their state
+	// was older than their changelog keeps deletes.
+	StateDirectory *StateDirectory
 	// Partitions of every topic the program reads, internal ones by full
 	// name.
 	Partitions map[string]int32

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -52,13 +53,44 @@ const globalBatch = 10_000
 
 // Bootstrap brings every global store up to its topic's end offsets (the
 // last stable offsets under exactly-once) as they are when it starts. A
-// store whose offsets fall outside its topic (truncated, or recreated) is
-// wiped and read in full.
-func (g *GlobalReader) Bootstrap(ctx context.Context) (err error) {
+// store whose offsets fall outside its topic (truncated, or recreated), or
+// whose state is older than its compacted topic keeps deletes (staleness),
+// is wiped and read in full; so is one that resumed kept state but read
+// the rest too late (resumeDeadline), after which Bootstrap starts over.
+func (g *GlobalReader) Bootstrap(ctx context.Context) error {
 	if len(g.byTopic) == 0 {
 		return nil
 	}
-	began := time.Now()
+	var adm kclient.Admin
+	defer func() {
+		if adm != nil {
+			adm.Close()
+		}
+	}()
+	admin := func() (a kclient.Admin, err error) {
+		if adm == nil {
+			adm, err = g.cfg.NewAdmin()
+		}
+		return adm, err
+	}
+	reset := func(n int) {
+		if n%3 == 0 && adm != nil {
+			adm.Close()
+			adm = nil
+		}
+	}
+	for {
+		again, err := g.bootstrap(ctx, admin, reset)
+		if err != nil || !again {
+			return err
+		}
+	}
+}
+
+// bootstrap is one attempt of Bootstrap; again: a store is wiped to be
+// read in full by the next.
+func (g *GlobalReader) bootstrap(ctx context.Context, admin func() (kclient.Admin, error), reset func(int)) (again bool, err error) {
+	began := g.cfg.WallClock()
 	var tps []kclient.TP
 	for _, gs := range g.cfg.Program.GlobalStores {
 		for p := range g.cfg.Partitions[gs.Topic] {
@@ -66,62 +98,132 @@ func (g *GlobalReader) Bootstrap(ctx context.Context) (err error) {
 		}
 	}
 	var start, end map[kclient.TP]int64
-	var adm kclient.Admin
-	defer func() {
-		if adm != nil {
-			adm.Close()
-		}
-	}()
 	err = retry(ctx, &g.Health, g.log, "reading global topics' offsets", func() (err error) {
-		if adm == nil {
-			if adm, err = g.cfg.NewAdmin(); err != nil {
-				return err
-			}
+		adm, err := admin()
+		if err != nil {
+			return err
 		}
 		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		start, end, err = adm.Offsets(octx, tps, g.cfg.ExactlyOnce)
 		return err
-	}, func(n int) {
-		if n%3 == 0 {
-			adm.Close()
-			adm = nil
-		}
-	})
+	}, reset)
 	if err != nil {
-		return fmt.Errorf("reading global topics' offsets: %w", err)
+		return false, fmt.Errorf("reading global topics' offsets: %w", err)
 	}
-	from := map[kclient.TP]int64{}
+	// What each store holds: its stored offsets, whether one is outside
+	// its topic, whether it would resume (a partition behind its end).
+	type kept struct {
+		stored           map[int32]int64
+		outside, resumes bool
+	}
+	keeps := map[string]*kept{}
+	var resuming []string
 	for _, gs := range g.cfg.Program.GlobalStores {
-		b := g.backend(gs)
-		wipe := false
+		k := &kept{stored: map[int32]int64{}}
+		keeps[gs.Name] = k
 		for p := range g.cfg.Partitions[gs.Topic] {
 			tp := kclient.TP{Topic: gs.Topic, Partition: p}
-			stored, ok, err := storage.GlobalOffset(b, gs.Name, p)
+			stored, ok, err := storage.GlobalOffset(g.backend(gs), gs.Name, p)
 			if err != nil {
-				return err
+				return false, err
 			}
-			from[tp] = start[tp]
-			if ok {
-				from[tp] = stored
-				if stored < start[tp] || stored > end[tp] {
-					g.log.Warn("global store offset outside its topic; wiping and reading the topic in full",
-						zap.String("store", gs.Name), zap.Stringer("partition", tp), zap.Int64("stored", stored),
-						zap.Int64("topic_start", start[tp]), zap.Int64("topic_end", end[tp]))
-					wipe = true
-				}
+			if !ok {
+				continue
+			}
+			k.stored[p] = stored
+			if stored < start[tp] || stored > end[tp] {
+				g.log.Warn("global store offset outside its topic; wiping and reading the topic in full",
+					zap.String("store", gs.Name), zap.Stringer("partition", tp), zap.Int64("stored", stored),
+					zap.Int64("topic_start", start[tp]), zap.Int64("topic_end", end[tp]))
+				k.outside = true
+			} else if stored < end[tp] {
+				k.resumes = true
+			}
+		}
+		if k.resumes && !k.outside && !slices.Contains(resuming, gs.Topic) {
+			resuming = append(resuming, gs.Topic)
+		}
+	}
+	var retention map[string]tombstoneRetention
+	if len(resuming) > 0 {
+		if retention, err = readRetentions(ctx, &g.Health, g.log, admin, reset, resuming); err != nil {
+			return false, err
+		}
+	}
+	from := map[kclient.TP]int64{}
+	deadlines := map[*rt.GlobalStore]int64{}
+	for _, gs := range g.cfg.Program.GlobalStores {
+		b, k := g.backend(gs), keeps[gs.Name]
+		wipe := k.outside || len(k.stored) == 0
+		if k.resumes && !k.outside {
+			synced, ok, err := storage.SyncedAt(b, storage.GlobalTask, gs.Name)
+			if err != nil {
+				return false, err
+			}
+			r := retention[gs.Topic]
+			if why := staleness(began, synced, ok, r); why != "" {
+				g.cfg.StateDirectory.Rebuilt.Add(1)
+				g.log.Info("wiping a global store's local state and reading its topic in full: "+why,
+					zap.String("store", gs.Name), zap.Duration("delete_retention", r.keep), zap.Bool("delete_retention_assumed", r.assumed))
+				wipe = true
+			} else {
+				deadlines[gs] = resumeDeadline(synced, r)
 			}
 		}
 		if wipe {
 			if err := storage.DropGlobal(b, gs.Name); err != nil {
-				return err
+				return false, err
 			}
-			for p := range g.cfg.Partitions[gs.Topic] {
-				tp := kclient.TP{Topic: gs.Topic, Partition: p}
-				from[tp] = start[tp]
+			// Read from the start, it is in step as of now (see
+			// storage.SyncedAt).
+			if err := storage.SetSyncedAt(b, storage.GlobalTask, gs.Name, began); err != nil {
+				return false, err
+			}
+		}
+		for p := range g.cfg.Partitions[gs.Topic] {
+			tp := kclient.TP{Topic: gs.Topic, Partition: p}
+			from[tp] = start[tp]
+			if stored, ok := k.stored[p]; ok && !wipe {
+				from[tp] = stored
 			}
 		}
 	}
+	if err := g.readToEnd(ctx, tps, from, end); err != nil {
+		return false, err
+	}
+	now := g.cfg.WallClock()
+	for gs, deadline := range deadlines {
+		if deadline > 0 && now >= deadline {
+			// Deletes written after the kept state may have been compacted
+			// away before they were read.
+			g.cfg.StateDirectory.Rebuilt.Add(1)
+			g.log.Info("reading a global store's topic again in full: reading it took longer than the topic keeps deletes past the state's last sync",
+				zap.String("store", gs.Name), zap.Duration("late_by", time.Duration(now-deadline)*time.Millisecond))
+			if err := storage.DropGlobal(g.backend(gs), gs.Name); err != nil {
+				return false, err
+			}
+			again = true
+		}
+	}
+	if again {
+		g.consumer.Close()
+		g.consumer = nil
+		clear(g.next)
+		return true, nil
+	}
+	for _, gs := range g.cfg.Program.GlobalStores {
+		if err := storage.SetSyncedAt(g.backend(gs), storage.GlobalTask, gs.Name, began); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// readToEnd makes the global consumer and reads every partition from from
+// to end into the stores.
+func (g *GlobalReader) readToEnd(ctx context.Context, tps []kclient.TP, from, end map[kclient.TP]int64) (err error) {
+	began := time.Now()
 	c, err := g.cfg.NewConsumer(cloneCfg(g.cfg.Global))
 	if err != nil {
 		return fmt.Errorf("creating the global consumer: %w", err)
@@ -266,8 +368,12 @@ func (g *GlobalReader) Run(ctx context.Context) error {
 	var lastProbe time.Time
 	last := time.Now()
 	buffered := 0
+	syncer := globalSync{last: time.Now()}
 	for ctx.Err() == nil {
 		probe(&g.Health, g.log, &lastProbe, admin, topics)
+		if buffered == 0 {
+			syncer.step(g, admin)
+		}
 		r, err := g.consumer.Poll(50 * time.Millisecond)
 		if err != nil && kclient.IsTransient(err) {
 			g.Health.down(g.log, "following global topics", err)
@@ -291,4 +397,84 @@ func (g *GlobalReader) Run(ctx context.Context) error {
 		}
 	}
 	return g.flush()
+}
+
+// globalSyncEvery is how often a running global reader moves its stores'
+// synced times forward.
+const globalSyncEvery = 10 * time.Second
+
+// globalSync moves the global stores' synced times forward while the
+// reader follows their topics (storage.SyncedAt): it notes the time and
+// asks the brokers for the topics' end offsets, and once the reader has
+// written everything before them, that time is a store's synced time.
+type globalSync struct {
+	last time.Time // when the last round ended
+	at   int64     // the round's time (wall-clock ms), 0: no round open
+	ends map[kclient.TP]int64
+	done map[string]bool // stores whose synced time this round wrote
+}
+
+// step opens a round when one is due, or closes what the reader caught up
+// with; it is called with nothing buffered (every record Poll returned is
+// in the stores).
+func (s *globalSync) step(g *GlobalReader, admin func() (kclient.Admin, error)) {
+	if s.at == 0 {
+		if time.Since(s.last) < globalSyncEvery {
+			return
+		}
+		s.last = time.Now()
+		var tps []kclient.TP
+		for _, gs := range g.cfg.Program.GlobalStores {
+			for p := range g.cfg.Partitions[gs.Topic] {
+				tps = append(tps, kclient.TP{Topic: gs.Topic, Partition: p})
+			}
+		}
+		at := g.cfg.WallClock()
+		adm, err := admin()
+		if err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, ends, err := adm.Offsets(ctx, tps, g.cfg.ExactlyOnce)
+		if err != nil {
+			return // the next round tries again
+		}
+		s.at, s.ends, s.done = at, ends, map[string]bool{}
+	}
+	tps := make([]kclient.TP, 0, len(s.ends))
+	for tp := range s.ends {
+		tps = append(tps, tp)
+	}
+	pos, err := g.consumer.Position(tps)
+	if err != nil {
+		return
+	}
+	open := 0
+	for _, gs := range g.cfg.Program.GlobalStores {
+		if s.done[gs.Name] {
+			continue
+		}
+		caughtUp := true
+		for p := range g.cfg.Partitions[gs.Topic] {
+			tp := kclient.TP{Topic: gs.Topic, Partition: p}
+			// g.next: past the last record written (or where reading
+			// began); the position also moves past transaction markers.
+			if max(g.next[tp], pos[tp]) < s.ends[tp] {
+				caughtUp = false
+			}
+		}
+		if !caughtUp {
+			open++
+			continue
+		}
+		if err := storage.SetSyncedAt(g.backend(gs), storage.GlobalTask, gs.Name, s.at); err != nil {
+			g.log.Warn("writing a global store's synced time", zap.String("store", gs.Name), zap.Error(err))
+		}
+		s.done[gs.Name] = true
+	}
+	if open == 0 {
+		s.at, s.ends, s.done = 0, nil, nil
+		s.last = time.Now()
+	}
 }

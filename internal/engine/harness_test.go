@@ -100,6 +100,7 @@ func newRig(t *testing.T, cl *kclienttest.Cluster, prog *rt.Program, exactlyOnce
 		NewConsumer: cl.NewConsumer, NewProducer: cl.NewProducer,
 		NewAdmin: func() (kclient.Admin, error) { return cl.NewAdmin(), nil },
 	}
+	cfg.StateDirectory = NewStateDirectory([]storage.Backend{pebble, mem}, -1, cfg.WallClock, cfg.Log)
 	r := &rig{t: t, cl: cl, cfg: cfg}
 	cfg.OnState = func(_ int, s ThreadState) { r.state.Store(int32(s)) }
 	t.Cleanup(r.closeStores)

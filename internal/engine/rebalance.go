@@ -49,7 +49,7 @@ func (th *Thread) revoke(lost bool) {
 		}
 	}
 	if !lost {
-		if err := th.commit(); err != nil {
+		if err := th.commit(true); err != nil {
 			if errors.Is(err, errRejoin) {
 				th.cbErr = err
 			}
@@ -116,6 +116,7 @@ func (th *Thread) forgetAssignment() {
 	th.clearRestore()
 	th.guarantee.forgetEnds()
 	th.waitStores()
+	th.cfg.StateDirectory.Release(th.idx)
 	th.snapshot(true)
 }
 
@@ -199,6 +200,8 @@ func (th *Thread) assign(tps []kclient.TP) error {
 	for i, tk := range th.order {
 		ids[i] = tk.id.String()
 	}
+	// From here on the instance's cleaner leaves the tasks' state alone.
+	th.cfg.StateDirectory.Own(th.idx, ids)
 	th.log.Info("partitions assigned", zap.Int("partitions", len(tps)), zap.Strings("tasks", ids))
 	if err := th.startRestore(ctx); err != nil {
 		return err
@@ -247,7 +250,7 @@ func (th *Thread) resolved(topic string) string {
 // shutdown commits and closes the tasks cleanly.
 func (th *Thread) shutdown() error {
 	th.log.Info("stream thread shutting down")
-	if err := th.commit(); err != nil {
+	if err := th.commit(true); err != nil {
 		th.log.Warn("final commit failed", zap.Error(err))
 		return err
 	}

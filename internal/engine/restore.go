@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -30,12 +31,20 @@ type restoreTarget struct {
 	store     string
 	spec      storage.Spec
 	backend   storage.Backend
+	start     int64 // the changelog's start offset
 	from, end int64
 	last      int64 // offset of the last record read, -1 none
 	pending   []storage.ChangelogRecord
 	restored  int64 // records durable in the store (the writer's)
 	durable   int64 // the changelog offset durable in the store
 	writer    storage.Restorer
+	// began is when the restore read the changelog's end (wall-clock ms):
+	// the store's synced time once it is done (storage.SyncedAt).
+	began int64
+	// deadline: a restore that resumes kept state must read the changelog
+	// to its end before then, or it starts again from the changelog's
+	// start (resumeDeadline; 0: no limit).
+	deadline int64
 }
 
 const restoreBatch = 10_000
@@ -43,7 +52,8 @@ const restoreBatch = 10_000
 // startRestore decides, for every logged store of the new tasks, what to
 // read from its changelog: from the offset the store holds to the
 // changelog's end (its last stable offset). A store whose offset is outside
-// the changelog (the topic was truncated or recreated) is wiped and read in
+// the changelog (the topic was truncated or recreated), or whose state is
+// older than its changelog keeps deletes (staleness), is wiped and read in
 // full. Tasks with something to read keep their input partitions paused
 // until done.
 func (th *Thread) startRestore(ctx context.Context) error {
@@ -68,11 +78,30 @@ func (th *Thread) startRestore(ctx context.Context) error {
 	if len(tps) == 0 {
 		return nil
 	}
+	began := th.cfg.WallClock()
 	start, end, err := th.stableEnds(ctx, tps)
 	if err != nil {
 		return err
 	}
 	th.guarantee.knowEnds(end)
+	// The changelogs' retention of deletes, for the stores that would
+	// resume kept state.
+	var resuming []string
+	for tp, w := range wants {
+		stored, ok, err := storage.StoredOffset(th.backend(w.spec.Name), w.tk.id.String(), w.spec.Name)
+		if err != nil {
+			return err
+		}
+		if ok && stored >= start[tp] && stored < end[tp] && !slices.Contains(resuming, tp.Topic) {
+			resuming = append(resuming, tp.Topic)
+		}
+	}
+	var retention map[string]tombstoneRetention
+	if len(resuming) > 0 {
+		if retention, err = readRetentions(ctx, &th.Health, th.log, th.admin, th.resetAdmin, resuming); err != nil {
+			return err
+		}
+	}
 	var paused []kclient.TP
 	for tp, w := range wants {
 		b := th.backend(w.spec.Name)
@@ -82,17 +111,39 @@ func (th *Thread) startRestore(ctx context.Context) error {
 			return err
 		}
 		lo, hi := start[tp], end[tp]
-		from := stored
+		from, deadline := stored, int64(0)
+		wipe := ""
 		switch {
 		case ok && stored == hi:
-			continue // up to date: a clean shutdown or hand-over
-		case !ok || stored < lo || stored > hi:
-			if ok {
-				th.log.Warn("store offset outside its changelog; wiping and restoring in full",
-					zap.String("task", task), zap.String("store", w.spec.Name), zap.Int64("stored", stored),
-					zap.Int64("changelog_start", lo), zap.Int64("changelog_end", hi))
+			// Up to date (a clean shutdown or hand-over), and nothing was
+			// written since: nothing can be missing.
+			if err := storage.SetSyncedAt(b, task, w.spec.Name, began); err != nil {
+				return err
 			}
-			if err := storage.DropStore(b, task, w.spec.Name); err != nil {
+			continue
+		case !ok:
+		case stored < lo || stored > hi:
+			wipe = "its offset is outside its changelog"
+			th.log.Warn("store offset outside its changelog; wiping and restoring in full",
+				zap.String("task", task), zap.String("store", w.spec.Name), zap.Int64("stored", stored),
+				zap.Int64("changelog_start", lo), zap.Int64("changelog_end", hi))
+		default:
+			synced, sok, err := storage.SyncedAt(b, task, w.spec.Name)
+			if err != nil {
+				return err
+			}
+			r := retention[tp.Topic]
+			if wipe = staleness(began, synced, sok, r); wipe != "" {
+				th.cfg.StateDirectory.Rebuilt.Add(1)
+				th.log.Info("wiping a store's local state and restoring it in full: "+wipe,
+					zap.String("task", task), zap.String("store", w.spec.Name), zap.Int64("stored", stored),
+					zap.Int64("changelog_end", hi), zap.Duration("delete_retention", r.keep), zap.Bool("delete_retention_assumed", r.assumed))
+			} else {
+				deadline = resumeDeadline(synced, r)
+			}
+		}
+		if !ok || wipe != "" {
+			if err := th.restoreFromStart(b, task, w.spec.Name, began); err != nil {
 				return err
 			}
 			from = lo
@@ -104,8 +155,8 @@ func (th *Thread) startRestore(ctx context.Context) error {
 				continue
 			}
 		}
-		th.restoring[tp] = &restoreTarget{task: w.tk, store: w.spec.Name, spec: w.spec, backend: b, from: from, end: hi, last: -1,
-			durable: from, writer: storage.NewRestorer(b, task, w.spec)}
+		th.restoring[tp] = &restoreTarget{task: w.tk, store: w.spec.Name, spec: w.spec, backend: b, start: lo, from: from, end: hi, last: -1,
+			durable: from, writer: storage.NewRestorer(b, task, w.spec), began: began, deadline: deadline}
 		w.tk.restoring++
 		th.Stats.RestoreRemaining.Add(hi - from)
 		th.Stats.RestoringChangelogParts.Add(1)
@@ -127,6 +178,18 @@ func (th *Thread) startRestore(ctx context.Context) error {
 	}
 	th.restoreAssign = false
 	return nil
+}
+
+// restoreFromStart empties a store that is about to be restored from its
+// changelog's start, with the time that restore began as its synced time:
+// whatever part of the changelog it holds was read no earlier, and a
+// delete it has not read yet outlives the value it replaced by
+// delete.retention.ms (storage.SyncedAt).
+func (th *Thread) restoreFromStart(b storage.Backend, task, store string, began int64) error {
+	if err := storage.DropStore(b, task, store); err != nil {
+		return err
+	}
+	return storage.SetSyncedAt(b, task, store, began)
 }
 
 // stableEnds returns the changelogs' start and end offsets once no
@@ -249,10 +312,21 @@ func (th *Thread) restoreStep() error {
 		if pos[tp] < t.end {
 			continue
 		}
+		if now := th.cfg.WallClock(); t.deadline > 0 && now >= t.deadline {
+			// Deletes written after the kept state may have been compacted
+			// away before this restore read them.
+			if err := th.restoreAgainInFull(tp, t, now); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := th.applyRestore(t, t.end); err != nil {
 			return err
 		}
 		if err := t.writer.Finish(t.end); err != nil {
+			return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.task.id, err)
+		}
+		if err := storage.SetSyncedAt(t.backend, t.task.id.String(), t.store, t.began); err != nil {
 			return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.task.id, err)
 		}
 		th.countRestored(t)
@@ -299,6 +373,35 @@ func (th *Thread) restoreStep() error {
 		th.snapshot(true)
 		th.setState(ThreadRunning)
 	}
+	return nil
+}
+
+// restoreAgainInFull starts the restore of a store that resumed kept state
+// again from its changelog's start: it read the changelog's tail too late
+// (past the target's deadline). The other targets' pending records are
+// written first, since every target is read again from where it stands.
+func (th *Thread) restoreAgainInFull(tp kclient.TP, t *restoreTarget, now int64) error {
+	task := t.task.id.String()
+	th.cfg.StateDirectory.Rebuilt.Add(1)
+	th.log.Info("restoring a store again in full: reading its changelog took longer than the changelog keeps deletes past the state's last sync",
+		zap.String("task", task), zap.String("store", t.store), zap.Duration("late_by", time.Duration(now-t.deadline)*time.Millisecond))
+	for otp, o := range th.restoring {
+		if otp != tp && len(o.pending) > 0 {
+			if err := th.applyRestore(o, o.last+1); err != nil {
+				return err
+			}
+		}
+	}
+	t.writer.Close()
+	if err := th.restoreFromStart(t.backend, task, t.store, now); err != nil {
+		return fmt.Errorf("restoring store %s of task %s: %w", t.store, task, err)
+	}
+	th.Stats.RestoreRemaining.Add(t.durable - t.start) // what it had restored is to read again
+	t.from, t.durable, t.last, t.restored = t.start, t.start, -1, 0
+	t.pending = t.pending[:0]
+	t.began, t.deadline = now, 0
+	t.writer = storage.NewRestorer(t.backend, task, t.spec)
+	th.restoreAssign = false
 	return nil
 }
 

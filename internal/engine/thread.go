@@ -66,10 +66,13 @@ type Thread struct {
 	// stored with the stores' writes.
 	written    map[kclient.TP]*changelogRef
 	lastCommit time.Time
-	lastPurge  time.Time
-	lastProbe  time.Time
-	state      ThreadState
-	cbErr      error // an error inside the rebalance callback
+	// syncedAt: when the last commit wrote the stores' synced times
+	// (wall-clock ms; markSynced).
+	syncedAt  int64
+	lastPurge time.Time
+	lastProbe time.Time
+	state     ThreadState
+	cbErr     error // an error inside the rebalance callback
 
 	// closing: the consumer is being closed; the rebalance it triggers must
 	// not commit (librdkafka discards queued records then and moves its
@@ -183,6 +186,7 @@ func (th *Thread) reset() {
 	th.committedTime = map[kclient.TP]int64{}
 	th.restoring = map[kclient.TP]*restoreTarget{}
 	th.dirty, th.cbErr, th.closing = false, nil, false
+	th.syncedAt = 0
 	th.written = map[kclient.TP]*changelogRef{}
 	th.wsP = storage.NewWriteSet(th.cfg.Pebble)
 	th.wsP.ApplyInBackground()
@@ -227,6 +231,7 @@ func (th *Thread) session(ctx context.Context) (err error) {
 		}
 		th.producer.Close()
 		th.waitStores()
+		th.cfg.StateDirectory.Release(th.idx)
 		th.wsP.ReleaseReads()
 		th.wsM.ReleaseReads()
 	}()
@@ -283,7 +288,7 @@ func (th *Thread) step() error {
 	th.snapshot(false)
 	probe(&th.Health, th.log, &th.lastProbe, th.admin, th.cfg.Subscription)
 	if time.Since(th.lastCommit) >= th.cfg.CommitInterval {
-		if err := th.commit(); err != nil {
+		if err := th.commit(false); err != nil {
 			if th.ctx.Err() != nil {
 				return nil // stopping while the commit waited: shutdown decides
 			}

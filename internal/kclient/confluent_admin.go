@@ -162,6 +162,40 @@ func (a *admin) DeleteRecords(ctx context.Context, before map[TP]int64) (err err
 	return nil
 }
 
+func (a *admin) TopicConfigs(ctx context.Context, topics []string) (_ map[string]map[string]string, err error) {
+	out := map[string]map[string]string{}
+	if len(topics) == 0 {
+		return out, nil
+	}
+	ctx, end := a.w.bind(ctx)
+	defer func() { err = end(err) }()
+	rs := make([]kafka.ConfigResource, len(topics))
+	for i, t := range topics {
+		rs[i] = kafka.ConfigResource{Type: kafka.ResourceTopic, Name: t}
+	}
+	res, err := a.a.DescribeConfigs(ctx, rs)
+	if err != nil {
+		return nil, classify(err)
+	}
+	for _, r := range res {
+		switch r.Error.Code() {
+		case kafka.ErrNoError:
+			cfg := make(map[string]string, len(r.Config))
+			for name, e := range r.Config {
+				cfg[name] = e.Value
+			}
+			out[r.Name] = cfg
+		case kafka.ErrUnknownTopicOrPart:
+		default:
+			if s := authorization(r.Error, fmt.Sprintf("DESCRIBE_CONFIGS on topic %q", r.Name)); s != nil {
+				return nil, s
+			}
+			return nil, fmt.Errorf("describing the configs of topic %s: %w", r.Name, classify(r.Error))
+		}
+	}
+	return out, nil
+}
+
 func (a *admin) Close() {
 	a.a.Close()
 	a.p.Close()

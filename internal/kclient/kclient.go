@@ -117,6 +117,9 @@ type Admin interface {
 	Offsets(ctx context.Context, tps []TP, readCommitted bool) (start, end map[TP]int64, err error)
 	// DeleteRecords deletes records below the given offsets.
 	DeleteRecords(ctx context.Context, before map[TP]int64) error
+	// TopicConfigs returns the configs of each topic that exists, as the
+	// brokers describe them (set ones and the defaults that apply).
+	TopicConfigs(ctx context.Context, topics []string) (map[string]map[string]string, error)
 	Close()
 }
 

@@ -101,10 +101,15 @@ func (b *Batch) Reset() { b.ops = b.ops[:0] }
 //
 //	data:    0x01 <task> 0x00 <store> 0x00 <user key>  → value
 //	offsets: 0x02 <task> 0x00 <store>                  → 8-byte big-endian next changelog offset
+//	synced:  0x03 <task> 0x00 <store>                  → 8-byte big-endian wall-clock ms (see SyncedAt)
 const (
 	nsData   = 0x01
 	nsOffset = 0x02
+	nsSynced = 0x03
 )
+
+// namespaces are the key namespaces a task's state has keys in.
+var namespaces = []byte{nsData, nsOffset, nsSynced}
 
 // DataPrefix is the key prefix of one store of one task.
 func DataPrefix(task, store string) []byte {
@@ -116,9 +121,12 @@ func DataPrefix(task, store string) []byte {
 	return append(p, 0)
 }
 
-func offsetKey(task, store string) []byte {
+func offsetKey(task, store string) []byte { return storeKey(nsOffset, task, store) }
+
+// storeKey is the key of one store of one task in namespace ns.
+func storeKey(ns byte, task, store string) []byte {
 	p := make([]byte, 0, len(task)+len(store)+2)
-	p = append(p, nsOffset)
+	p = append(p, ns)
 	p = append(p, task...)
 	p = append(p, 0)
 	return append(p, store...)
@@ -138,7 +146,7 @@ func PrefixEnd(p []byte) []byte {
 
 func taskRanges(task string) [][2][]byte {
 	var out [][2][]byte
-	for _, ns := range []byte{nsData, nsOffset} {
+	for _, ns := range namespaces {
 		p := append(append([]byte{ns}, task...), 0)
 		out = append(out, [2][]byte{p, PrefixEnd(p)})
 	}
@@ -171,8 +179,8 @@ func StoredOffset(b Backend, task, store string) (int64, bool, error) {
 
 func encodeOffset(off int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(off)) }
 
-// DropTask deletes every store and stored offset of a task: one range delete
-// per key namespace, applied atomically.
+// DropTask deletes every store, stored offset and synced time of a task:
+// one range delete per key namespace, applied atomically.
 func DropTask(b Backend, task string) error {
 	if err := validName("task id", task); err != nil {
 		return err
@@ -184,14 +192,15 @@ func DropTask(b Backend, task string) error {
 	return b.Apply(&batch)
 }
 
-// DropStore deletes one store of one task (with its time index, if any) and
-// its stored offset.
+// DropStore deletes one store of one task (with its time index, if any),
+// its stored offset and its synced time.
 func DropStore(b Backend, task, store string) error {
 	var batch Batch
 	for _, p := range [][]byte{DataPrefix(task, store), DataPrefix(task, store+ttlSuffix)} {
 		batch.DeleteRange(p, PrefixEnd(p))
 	}
 	batch.Delete(offsetKey(task, store))
+	batch.Delete(syncedKey(task, store))
 	return b.Apply(&batch)
 }
 
@@ -316,13 +325,15 @@ func GlobalOffset(b Backend, store string, partition int32) (int64, bool, error)
 	return int64(binary.BigEndian.Uint64(v)), true, nil
 }
 
-// DropGlobal deletes a global store and the offsets it read to.
+// DropGlobal deletes a global store, the offsets it read to and its synced
+// time.
 func DropGlobal(b Backend, store string) error {
 	p := DataPrefix(GlobalTask, store)
 	o := offsetKey(GlobalTask, store+"\x01")
 	var batch Batch
 	batch.DeleteRange(p, PrefixEnd(p))
 	batch.DeleteRange(o, PrefixEnd(o))
+	batch.Delete(syncedKey(GlobalTask, store))
 	return b.Apply(&batch)
 }
 

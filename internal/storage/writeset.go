@@ -22,7 +22,7 @@ type WriteSet struct {
 	reader  PointReader
 	pending *btreemap.BTreeMap[[]byte, pendingWrite]
 	ranges  [][2][]byte      // pending range deletions, applied before the writes
-	offsets map[string]int64 // offsetKey → next changelog offset
+	offsets map[string]int64 // offsetKey → next changelog offset; syncedKey → synced time
 	batch   Batch
 
 	// background: Commit applies on a goroutine (ApplyInBackground).
@@ -207,6 +207,12 @@ func (w *WriteSet) Delete(key []byte) {
 // be stored by the next Commit together with the data.
 func (w *WriteSet) SetOffset(task, store string, next int64) {
 	w.offsets[string(offsetKey(task, store))] = next
+}
+
+// SetSynced records the synced time of one store of one task (see
+// SyncedAt), to be stored by the next Commit with the offsets.
+func (w *WriteSet) SetSynced(task, store string, ms int64) {
+	w.offsets[string(syncedKey(task, store))] = ms
 }
 
 // Iter walks [lower, upper) as of the writes so far.

@@ -2,6 +2,7 @@ package kclienttest
 
 import (
 	"context"
+	"maps"
 
 	"github.com/eddy-go/eddy/internal/kclient"
 )
@@ -36,9 +37,32 @@ func (a *Admin) CreateTopics(ctx context.Context, specs []kclient.TopicSpec) err
 		return err
 	}
 	for _, s := range specs {
-		a.c.createLocked(s.Name, s.Partitions)
+		if _, ok := a.c.topics[s.Name]; !ok {
+			a.c.createLocked(s.Name, s.Partitions)
+			a.c.configs[s.Name] = maps.Clone(s.Config)
+		}
 	}
 	return nil
+}
+
+// TopicConfigs implements kclient.Admin: the configs a topic was created
+// with or SetTopicConfig set (the fake has no defaults).
+func (a *Admin) TopicConfigs(ctx context.Context, topics []string) (map[string]map[string]string, error) {
+	a.c.mu.Lock()
+	defer a.c.mu.Unlock()
+	if err := a.c.call("TopicConfigs"); err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]string{}
+	for _, t := range topics {
+		if _, ok := a.c.topics[t]; ok {
+			out[t] = maps.Clone(a.c.configs[t])
+			if out[t] == nil {
+				out[t] = map[string]string{}
+			}
+		}
+	}
+	return out, nil
 }
 
 // Offsets implements kclient.Admin.

@@ -30,6 +30,7 @@ type Cluster struct {
 	mu sync.Mutex // guards everything below
 
 	topics    map[string][]*partLog
+	configs   map[string]map[string]string // by topic: what it was created with, or set
 	committed map[kclient.TP]offsetMeta
 	member    *Consumer            // the group's member, nil when none
 	producers []*Producer          // every producer made, for SetDown
@@ -55,6 +56,9 @@ type Record struct {
 	Headers   processor.Headers
 	// Control: a transaction marker (it takes an offset; readers skip it).
 	Control bool
+	// compacted: the log cleaner removed the record (Compact); its offset
+	// stays taken.
+	compacted bool
 	// state of the transaction the record was written in: committed
 	// records and non-transactional ones are visible to every reader.
 	txn *txnRecords
@@ -102,7 +106,7 @@ type txnState struct {
 
 // NewCluster returns an empty cluster.
 func NewCluster() *Cluster {
-	return &Cluster{topics: map[string][]*partLog{}, committed: map[kclient.TP]offsetMeta{},
+	return &Cluster{topics: map[string][]*partLog{}, configs: map[string]map[string]string{}, committed: map[kclient.TP]offsetMeta{},
 		txns: map[string]*txnState{}, faults: map[string][]error{}, calls: map[string]int{}}
 }
 
@@ -147,12 +151,48 @@ func (c *Cluster) Records(topic string, partition int32, readCommitted bool) []R
 	var out []Record
 	p := c.topics[topic][partition]
 	for _, r := range p.records[p.start:] {
-		if r.Control || (readCommitted && !r.committed()) {
+		if r.Control || r.compacted || (readCommitted && !r.committed()) {
 			continue
 		}
 		out = append(out, *r)
 	}
 	return out
+}
+
+// SetTopicConfig sets a config of topic, as TopicConfigs reports it.
+func (c *Cluster) SetTopicConfig(topic, name, value string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.configs[topic] == nil {
+		c.configs[topic] = map[string]string{}
+	}
+	c.configs[topic][name] = value
+}
+
+// Compact does what the log cleaner of a compacted topic does once
+// delete.retention.ms has passed: in every partition of topic, each
+// committed record with a key is removed when a later committed record has
+// the same key, and tombstones are removed too. Offsets stay where they
+// were (the log start does not move).
+func (c *Cluster) Compact(topic string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.topics[topic] {
+		last := map[string]int64{}
+		for _, r := range p.records[p.start:] {
+			if !r.Control && r.committed() && r.Key != nil {
+				last[string(r.Key)] = r.Offset
+			}
+		}
+		for _, r := range p.records[p.start:] {
+			if r.Control || !r.committed() || r.Key == nil {
+				continue
+			}
+			if last[string(r.Key)] != r.Offset || r.Value == nil {
+				r.compacted = true
+			}
+		}
+	}
 }
 
 // End returns a partition's end offset (the high watermark).

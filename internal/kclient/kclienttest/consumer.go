@@ -131,7 +131,7 @@ func (k *Consumer) read(tp kclient.TP, pos *position) *rt.RawRecord {
 	for pos.next < limit {
 		r := p.records[pos.next]
 		pos.next++
-		if r.Control || (r.txn != nil && r.txn.state == txnAborted && k.readCommitted) {
+		if r.Control || r.compacted || (r.txn != nil && r.txn.state == txnAborted && k.readCommitted) {
 			continue
 		}
 		return &rt.RawRecord{Topic: tp.Topic, Partition: tp.Partition, Offset: r.Offset,
