@@ -267,3 +267,21 @@ func EndOffsets(t testing.TB, brokers, topic string) map[int32]int64 {
 	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
 	return out
 }
+
+// StartOffsets returns the log start offset of each partition of topic
+// (where retention or deleted records moved it; compaction never does).
+func StartOffsets(t testing.TB, brokers, topic string) map[int32]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	starts, err := admin(t, brokers).ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		t.Fatalf("kafkatest: start offsets of %q: %v", topic, err)
+	}
+	out := map[int32]int64{}
+	starts.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out
+}
