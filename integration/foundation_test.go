@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/riferrei/srclient"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-go/eddy/integration/kafkatest"
 )
@@ -31,59 +31,29 @@ func TestCompactedTopicConfig(t *testing.T) {
 }
 
 // Records of a committed transaction are visible to a read_committed
-// consumer; records of an aborted one never are. Written with
-// confluent-kafka-go, the client eddy runs on, and read with kafkatest's
-// franz-go consumer.
+// consumer; records of an aborted one never are. Written with franz-go,
+// the client eddy runs on, and read with kafkatest's consumer.
 func TestTransactionsReadCommitted(t *testing.T) {
 	brokers := kafkatest.Broker(t)
 	topic := kafkatest.UniqueName(t, "txn")
 	kafkatest.CreateTopic(t, brokers, topic, 3, nil)
-
-	p, err := kafka.NewProducer(&kafka.ConfigMap{
-		"bootstrap.servers":   brokers,
-		"transactional.id":    kafkatest.UniqueName(t, "txn-producer"),
-		"linger.ms":           5,
-		"go.delivery.reports": false,
-		// Room for a whole transaction in the local queue.
-		"queue.buffering.max.messages": 100_000,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := kafkatest.Client(t, brokers, kgo.TransactionalID(kafkatest.UniqueName(t, "txn-producer")),
+		kgo.ProducerLinger(5*time.Millisecond), kgo.DefaultProduceTopic(topic))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := p.InitTransactions(ctx); err != nil {
-		t.Fatalf("InitTransactions: %v", err)
-	}
 	write := func(prefix string, n int, commit bool) {
 		t.Helper()
 		if err := p.BeginTransaction(); err != nil {
 			t.Fatalf("BeginTransaction: %v", err)
 		}
+		var recs []*kgo.Record
 		for i := range n {
-			err := p.Produce(&kafka.Message{
-				TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-				Key:            fmt.Appendf(nil, "k%d", i%97),
-				Value:          fmt.Appendf(nil, "%s-%d", prefix, i),
-			}, nil)
-			if err != nil {
-				t.Fatalf("Produce: %v", err)
-			}
+			recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i%97), Value: fmt.Appendf(nil, "%s-%d", prefix, i)})
 		}
-		// Abort only once the transaction's records and partition
-		// registrations are acknowledged: librdkafka 2.11 can otherwise send
-		// EndTxn(abort) while AddPartitionsToTxn is still in flight, and the
-		// broker answers INVALID_TXN_STATE (confluentinc/librdkafka#4849).
-		if left := p.Flush(30_000); left > 0 {
-			t.Fatalf("%d records still queued after 30s", left)
+		if err := p.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("Produce: %v", err)
 		}
-		if commit {
-			err = p.CommitTransaction(ctx)
-		} else {
-			err = p.AbortTransaction(ctx)
-		}
-		if err != nil {
+		if err := p.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
 			t.Fatalf("ending transaction (commit=%v): %v", commit, err)
 		}
 	}

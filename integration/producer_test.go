@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/eddy-go/eddy/integration/kafkatest"
 	"github.com/eddy-go/eddy/internal/kclient"
@@ -102,8 +102,8 @@ func sameHeaders(a, b []kafkatest.Header) bool {
 	return true
 }
 
-// TestProducerRefusalStopsTheRecordsAfterIt: a record librdkafka refuses
-// (larger than the producer's message.max.bytes) fails the next Produce
+// TestProducerRefusalStopsTheRecordsAfterIt: a record the client refuses
+// (larger than the producer's message.max.bytes) fails a later Produce
 // and WaitDelivered, and no record queued after it is written: what
 // follows a lost record must not reach the topic, or a commit could pass
 // over the gap.
@@ -155,6 +155,5 @@ func TestProducerRefusalStopsTheRecordsAfterIt(t *testing.T) {
 }
 
 func isTooLarge(err error) bool {
-	var kerr kafka.Error
-	return errors.As(err, &kerr) && kerr.Code() == kafka.ErrMsgSizeTooLarge
+	return errors.Is(err, kerr.MessageTooLarge) || isTooLargeLibrdkafka(err)
 }

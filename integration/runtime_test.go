@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-go/eddy/integration/kafkatest"
 )
 
 // Exactly once under crashes: three worker processes share 6 input
@@ -192,14 +194,11 @@ func TestFencing(t *testing.T) {
 	w := a.start("p0", "-guarantee", "exactly_once", "-cache=false")
 	a.feed(60_000, 4_000)
 	a.strike("fenced p0's producer", 0.2, 0.6, func() {
-		p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": brokers, "transactional.id": a.app + "-p0-0"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
+		// A new producer with the id: its InitProducerID bumps the epoch.
+		p := kafkatest.Client(t, brokers, kgo.TransactionalID(a.app+"-p0-0"))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := p.InitTransactions(ctx); err != nil {
+		if _, _, err := p.ProducerID(ctx); err != nil {
 			t.Fatalf("fencing producer: %v", err)
 		}
 	})

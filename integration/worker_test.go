@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	workerBin = filepath.Join(dir, "wcworker")
-	build := exec.Command("go", "build", "-o", workerBin, "./internal/wcworker")
+	build := exec.Command("go", "build", "-tags", buildTags, "-o", workerBin, "./internal/wcworker")
 	build.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building the worker: %v\n%s", err, out)

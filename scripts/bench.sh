@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# scripts/bench.sh — what `make bench` runs: eddy against Kafka Streams
-# (bench/kstreams, built here with Maven) and a plain client loop, on the
-# real broker of scripts/kafka.sh, started for the run if it is not running
-# (integration/cmd/eddybench). Extra arguments go to eddybench (e.g.
-# -only stateless,latency -scale 0.3 -guarantees exactly_once).
+# scripts/bench.sh — what `make bench` runs: eddy (on franz-go, and built
+# with -tags eddy_librdkafka) against Kafka Streams (bench/kstreams, built
+# here with Maven) and plain client loops on both clients, on the real
+# broker of scripts/kafka.sh, started for the run if it is not running
+# (integration/cmd/eddybench). It draws the run into docs/bench.svg.
+# Extra arguments go to eddybench (e.g. -only stateless,latency -scale 0.3
+# -guarantees exactly_once).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -18,4 +20,6 @@ eval "$(scripts/kafka.sh env)"
 cp="$root/bench/kstreams/target/classes:$(cat bench/kstreams/target/classpath.txt)"
 cd integration
 go build -o "${TMPDIR:-/tmp}/eddybench" ./cmd/eddybench
-"${TMPDIR:-/tmp}/eddybench" -kstreams-classpath "$cp" "$@"
+go build -tags eddy_librdkafka -o "${TMPDIR:-/tmp}/eddybench-librdkafka" ./cmd/eddybench
+"${TMPDIR:-/tmp}/eddybench" -kstreams-classpath "$cp" -librdkafka-bin "${TMPDIR:-/tmp}/eddybench-librdkafka" \
+	-svg "$root/docs/bench.svg" "$@"

@@ -6,6 +6,12 @@
 # it exits, also when a test fails.
 #
 # EDDY_TEST_FLAGS adds flags to every `go test` (e.g. -run, -v, -count=1).
+#
+# Three passes: pure Go (every module builds with CGO_ENABLED=0 and no C
+# compiler); the suite on eddy's own client (franz-go, the default build),
+# with the race detector (which needs cgo); and a second, short pass with
+# the eddy_librdkafka build tag (confluent-kafka-go): its client's unit
+# tests, the exactly-once crash tests and the secured-cluster tests.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -35,10 +41,16 @@ if [[ -n $unformatted ]]; then
 	exit 1
 fi
 
-echo "== go vet"
+echo "== go vet (both client backends)"
 for m in $modules; do
-	(cd "$m" && go vet ./...)
+	(cd "$m" && go vet ./... && go vet -tags eddy_librdkafka ./...)
 done
+
+echo "== pure Go: CGO_ENABLED=0, no C compiler"
+for m in $modules; do
+	(cd "$m" && CGO_ENABLED=0 CC=/nonexistent/cc go build ./...)
+done
+CGO_ENABLED=0 CC=/nonexistent/cc go test ./topology/... ./streams/streamstest/... >/dev/null
 
 echo "== go test -race"
 status=0
@@ -52,4 +64,9 @@ for m in $modules; do
 	[ "$(basename "$m")" = integration ] && fresh="-count=1 -v -timeout 45m"
 	(cd "$m" && go test -race $fresh ${EDDY_TEST_FLAGS:-} ./...) || status=1
 done
+
+echo "== go test -race -tags eddy_librdkafka (the librdkafka backend)"
+go test -race -tags eddy_librdkafka ${EDDY_TEST_FLAGS:-} ./internal/kclient/... || status=1
+(cd integration && go test -race -tags eddy_librdkafka -count=1 -v -timeout 20m ${EDDY_TEST_FLAGS:-} \
+	-run 'TestExactlyOnceUnderCrashes|TestSecure' .) || status=1
 exit $status

@@ -1,11 +1,12 @@
 package streams
 
-// Every librdkafka property eddy sets is here: the configurations of each
+// Every client property eddy sets is here: the configurations of each
 // client an App creates (stream threads' consumer and producer, restore,
-// global tables, admin, the instance directory), their tuning, and the
-// properties a user's ClientConfig may not override. The stream thread
-// adds only the transactional.id, which is per thread
-// (internal/engine/thread.go).
+// global tables, admin, the instance directory), in standard Kafka client
+// property names, and the properties a user's ClientConfig may not
+// override. The stream thread adds only the transactional.id, which is per
+// thread (internal/engine/thread.go). Each client backend maps them (and
+// adds its own tuning) in internal/kclient.
 
 import "github.com/eddy-go/eddy/internal/kclient"
 
@@ -19,10 +20,7 @@ var managed = map[string]bool{
 }
 
 // clientConfig merges the user's pass-through properties over base.
-// librdkafka logs only errors by default (log_level 3); raise it through
-// ClientConfig to see more.
 func (a *App) clientConfig(base kclient.Config) kclient.Config {
-	base["log_level"] = 3
 	for k, v := range a.cfg.ClientConfig {
 		base[k] = v
 	}
@@ -33,37 +31,12 @@ func (a *App) adminConfig() kclient.Config {
 	return kclient.Config{"bootstrap.servers": a.cfg.BootstrapServers}
 }
 
-// fetchTuning: librdkafka otherwise stops fetching for a second whenever
-// its local queue reaches queued.min.messages, leaving the consumer idle
-// (measured: ~140k records/s with the defaults, ~600k with a short
-// backoff). The backoff is 5 ms, not 0: with a full queue, 0 makes
-// librdkafka's fetcher spin (measured: twice the CPU per record). The queue
-// is bounded to 50,000 records or 8 MiB: the stream threads keep their own
-// bounded buffers, and a deeper prefetch only costs memory (measured on the
-// stateless benchmark: peak RSS 395 → 140 MiB, same records/s).
-func fetchTuning(c kclient.Config) kclient.Config {
-	c["fetch.queue.backoff.ms"] = 5
-	c["queued.min.messages"] = 50_000
-	c["queued.max.messages.kbytes"] = 8 << 10
-	c["fetch.wait.max.ms"] = 10
-	return c
-}
-
-// restoreTuning: a restore reads a changelog as fast as the store takes it,
-// so its consumer prefetches deeper (it exists only while restoring).
-func restoreTuning(c kclient.Config) kclient.Config {
-	fetchTuning(c)
-	c["queued.min.messages"] = 500_000
-	c["queued.max.messages.kbytes"] = 64 << 10
-	return c
-}
-
 func (a *App) consumerConfig() kclient.Config {
 	iso := "read_uncommitted"
 	if a.cfg.Guarantee == ExactlyOnce {
 		iso = "read_committed"
 	}
-	return fetchTuning(kclient.Config{
+	return kclient.Config{
 		"bootstrap.servers":             a.cfg.BootstrapServers,
 		"group.id":                      a.cfg.ApplicationID,
 		"enable.auto.commit":            false,
@@ -72,18 +45,18 @@ func (a *App) consumerConfig() kclient.Config {
 		"partition.assignment.strategy": "range",
 		"isolation.level":               iso,
 		"client.id":                     a.cfg.ApplicationID + "-consumer",
-	})
+	}
 }
 
 func (a *App) restoreConfig() kclient.Config {
-	return restoreTuning(kclient.Config{
+	return kclient.Config{
 		"bootstrap.servers":  a.cfg.BootstrapServers,
 		"group.id":           a.cfg.ApplicationID + "-restore", // assign-only: never joins
 		"enable.auto.commit": false,
 		"auto.offset.reset":  "earliest",
 		"isolation.level":    "read_committed",
 		"client.id":          a.cfg.ApplicationID + "-restore-consumer",
-	})
+	}
 }
 
 // globalConfig reads global tables' topics: assign-only, committed data
@@ -114,11 +87,11 @@ func (a *App) producerConfig() kclient.Config {
 		// A commit's AddOffsetsToTxn (and the next transaction's
 		// AddPartitionsToTxn) can meet the previous transaction's markers
 		// still being written; the coordinator answers
-		// CONCURRENT_TRANSACTIONS and librdkafka retries after
-		// retry.backoff.ms. Its 100 ms default costs a whole commit
-		// interval each time; Kafka's Java client retries this case after
-		// 20 ms. The backoff still grows to retry.backoff.max.ms (1 s)
-		// while a broker is really down.
+		// CONCURRENT_TRANSACTIONS and the client retries after
+		// retry.backoff.ms. librdkafka's 100 ms default costs a whole
+		// commit interval each time; Kafka's Java client retries this case
+		// after 20 ms. The backoff still grows (to 1 s) while a broker is
+		// really down.
 		c["retry.backoff.ms"] = 10
 	}
 	return c

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/eddy-go/eddy/internal/engine"
+	"github.com/eddy-go/eddy/internal/kclient"
 )
 
 // Guarantee is the processing guarantee.
@@ -131,9 +132,13 @@ type Config struct {
 	FsyncState bool
 	// Logger receives the app's logs. Default: zap.NewNop().
 	Logger *zap.Logger
-	// ClientConfig passes librdkafka properties (security.protocol, sasl.*,
-	// ssl.*, fetch and batching tuning, …) to every client eddy creates.
-	// Properties eddy manages for correctness are refused.
+	// ClientConfig passes standard Kafka client properties
+	// (security.protocol, sasl.*, ssl.*, timeouts, fetch and batching
+	// tuning, …) to every client eddy creates. Properties eddy manages for
+	// correctness are refused, and so is any property eddy's client cannot
+	// carry out, by name, when New checks the Config (see the README's
+	// Pointing at a real cluster for the list; built with the
+	// eddy_librdkafka tag, librdkafka's properties).
 	ClientConfig map[string]string
 	// StateListener is called on every state change, from the goroutine
 	// that made it.
@@ -267,6 +272,14 @@ func (c *Config) validate() error {
 	if len(refused) > 0 {
 		sort.Strings(refused)
 		bad("ClientConfig may not set %s: eddy manages them", strings.Join(refused, ", "))
+	} else if strings.TrimSpace(c.BootstrapServers) != "" {
+		cc := kclient.Config{"bootstrap.servers": c.BootstrapServers}
+		for k, v := range c.ClientConfig {
+			cc[k] = v
+		}
+		if err := kclient.CheckConfig(cc); err != nil {
+			bad("ClientConfig: %v", err)
+		}
 	}
 	return errors.Join(errs...)
 }

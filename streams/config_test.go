@@ -43,3 +43,33 @@ func TestStateMemoryBudgetIsValidated(t *testing.T) {
 		}
 	}
 }
+
+// A client property eddy's client cannot carry out is an error at New
+// that names it; a property eddy manages is refused; supported ones pass.
+func TestClientConfigIsCheckedAtNew(t *testing.T) {
+	str := serde.String()
+	b := topology.NewBuilder()
+	topology.Stream(b, "in", topology.Consumed(str, str)).To("out", topology.Produced(str, str))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		client map[string]string
+		want   string // in the error; "" no error
+	}{
+		{"supported properties", map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+			"sasl.username": "u", "sasl.password": "p", "session.timeout.ms": "6000", "linger.ms": "5", "compression.type": "lz4"}, ""},
+		{"a managed property", map[string]string{"group.id": "other"}, "group.id"},
+		{"a bad value", map[string]string{"session.timeout.ms": "soon"}, "session.timeout.ms"},
+	} {
+		_, err := streams.New(top, streams.Config{ApplicationID: "client-test", BootstrapServers: "127.0.0.1:1", ClientConfig: c.client})
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: New = %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: New = %v, want an error naming %s", c.name, err, c.want)
+		}
+	}
+}

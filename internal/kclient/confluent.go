@@ -1,3 +1,5 @@
+//go:build eddy_librdkafka
+
 package kclient
 
 import (
@@ -12,9 +14,6 @@ import (
 	"github.com/eddy-go/eddy/internal/rt"
 	"github.com/eddy-go/eddy/processor"
 )
-
-// Config is a librdkafka property map.
-type Config map[string]any
 
 func (c Config) cm() *kafka.ConfigMap {
 	m := kafka.ConfigMap{}
@@ -55,8 +54,8 @@ type consumer struct {
 	subscribed bool
 }
 
-// NewConsumer returns a librdkafka consumer.
-func NewConsumer(cfg Config) (Consumer, error) {
+// newLibrdkafkaConsumer returns a librdkafka consumer.
+func newLibrdkafkaConsumer(cfg Config) (Consumer, error) {
 	c, err := kafka.NewConsumer(cfg.cm())
 	if err != nil {
 		return nil, err

@@ -1,3 +1,5 @@
+//go:build eddy_librdkafka
+
 package kclient
 
 import (
@@ -16,11 +18,11 @@ type admin struct {
 	w *watch
 }
 
-// NewAdmin returns a librdkafka admin client. It runs on a producer handle
+// newLibrdkafkaAdmin returns a librdkafka admin client. It runs on a producer handle
 // of its own, whose error events are read so that a refused login ends
 // the calls waiting on it at once (with ErrAuthentication) instead of at
 // their timeouts.
-func NewAdmin(cfg Config) (Admin, error) {
+func newLibrdkafkaAdmin(cfg Config) (Admin, error) {
 	cfg = maps.Clone(cfg)
 	cfg["go.delivery.reports"] = false
 	cfg["go.produce.channel.size"] = 1

@@ -1,3 +1,5 @@
+//go:build eddy_librdkafka
+
 package kclient
 
 import (
@@ -63,7 +65,7 @@ type producer struct {
 	maxInflight, roomAt int64
 }
 
-// NewProducer returns a librdkafka producer; a goroutine drains its
+// newLibrdkafkaProducer returns a librdkafka producer; a goroutine drains its
 // events. Built without a transactional id, it asks for a delivery report
 // per record (without keys, values or headers), and the goroutine keeps the
 // first failure for DeliveryErr and the last offset delivered to each
@@ -78,7 +80,7 @@ type producer struct {
 // message per record. Its records count in flight only until librdkafka
 // has them; librdkafka's own queue is what bounds them (to maxUnacked,
 // unless configured).
-func NewProducer(cfg Config) (Producer, error) {
+func newLibrdkafkaProducer(cfg Config) (Producer, error) {
 	cfg = maps.Clone(cfg)
 	id, txn := cfg["transactional.id"].(string)
 	txn = txn && id != ""

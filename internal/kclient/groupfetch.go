@@ -5,48 +5,19 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
 	"github.com/eddy-go/eddy/internal/rt"
 )
 
-// NewGroupConsumer makes a stream thread's consumer: a group member. When
-// cfg holds only properties the fetcher understands (see NewReader), the
-// records come from the fetcher while librdkafka keeps the membership: it
+// groupConsumer is a group member whose records come from the fetcher:
+// the member (franz-go, or librdkafka with the eddy_librdkafka build tag)
 // joins, heartbeats, runs the rebalance callbacks, reads and commits
-// offsets and gives the group metadata a transaction needs, and every
-// partition it is assigned stays paused in it. librdkafka's consumer hands
-// over one record per cgo call — five crossings and four allocations a
-// record, a third of a stream thread's time in a word count — where the
-// fetcher decodes whole batches in Go. Otherwise it is librdkafka's
-// consumer alone.
-func NewGroupConsumer(cfg Config) (Consumer, error) {
-	fc, ok, err := parseFetchConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return NewConsumer(cfg)
-	}
-	c, err := NewConsumer(cfg)
-	if err != nil {
-		return nil, err
-	}
-	f, err := newFetcher(fc)
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	f.reset, f.own = fc.reset, true
-	f.maxBytes, f.partBytes = groupFetchMaxBytes, groupFetchPartitionBytes
-	return &groupConsumer{consumer: c.(*consumer), f: f, pos: map[TP]int64{}, paused: map[TP]bool{}, committed: map[TP]int64{}}, nil
-}
-
-// groupConsumer is a librdkafka group member whose records come from the
-// fetcher. All its methods run on the stream thread's goroutine (the
-// rebalance callbacks inside Poll too).
+// offsets and gives the group metadata a transaction needs, and reads none
+// of the records; the fetcher sends fetch requests of its own and decodes
+// whole batches in Go. Without Subscribe it reads what Assign gives it. All
+// its methods run on the stream thread's goroutine (the rebalance
+// callbacks inside Poll too).
 type groupConsumer struct {
-	*consumer
+	m member
 	f *fetcher
 	// pos holds the next offset of each assigned partition while the
 	// fetcher does not read it (paused, sought, or not started yet), or
@@ -55,13 +26,17 @@ type groupConsumer struct {
 	paused map[TP]bool
 	// committed keeps the committed offsets last read, where partitions
 	// new to this member start (the stream thread reads them as it takes
-	// the assignment; librdkafka's consumer would read them again).
+	// the assignment).
 	committed map[TP]int64
 	// restart: the fetcher was stopped, to start again from pos at the
 	// next Poll (so that several seeks and pauses restart it once).
 	restart bool
-	// since counts records returned since librdkafka was last polled.
+	// since counts records returned since the member was last served.
 	since int
+}
+
+func newGroupConsumer(m member, f *fetcher) *groupConsumer {
+	return &groupConsumer{m: m, f: f, pos: map[TP]int64{}, paused: map[TP]bool{}, committed: map[TP]int64{}}
 }
 
 // posUnknown marks a partition that starts at its committed offset.
@@ -84,24 +59,19 @@ const (
 	groupFetchPartitionBytes = 128 << 10
 )
 
-// eventsEvery is how many records may be returned between two polls of
-// librdkafka's queue (rebalances, errors; max.poll.interval.ms counts from
-// the last), eventsWait how long an idle Poll waits on the fetcher before
-// polling librdkafka again.
+// eventsEvery is how many records may be returned between two times the
+// member is served (rebalances, errors; librdkafka's max.poll.interval.ms
+// counts from the last), eventsWait how long an idle Poll waits on the
+// fetcher before serving the member again.
 const (
 	eventsEvery = 500
 	eventsWait  = 10 * time.Millisecond
 )
 
 func (g *groupConsumer) Subscribe(topics []string, onRebalance func(Rebalance) error) error {
-	return g.consumer.subscribe(topics, onRebalance, func(parts []kafka.TopicPartition) error {
-		// librdkafka keeps the assignment but reads none of it.
-		if err := g.consumer.c.Pause(parts); err != nil {
-			return err
-		}
+	return g.m.subscribe(topics, onRebalance, func(tps []TP) error {
 		g.halt()
-		for _, p := range parts {
-			tp := fromKTP(p)
+		for _, tp := range tps {
 			g.pos[tp] = posUnknown
 			delete(g.paused, tp)
 		}
@@ -170,9 +140,7 @@ func (g *groupConsumer) Poll(timeout time.Duration) (*rt.RawRecord, error) {
 	for {
 		if g.since >= eventsEvery {
 			g.since = 0
-			// Rebalances and errors; a record here is one librdkafka
-			// fetched before its partition was paused: not ours to return.
-			if _, err := g.consumer.Poll(0); err != nil {
+			if err := g.m.serve(0); err != nil {
 				return nil, err
 			}
 		}
@@ -196,9 +164,9 @@ func (g *groupConsumer) Poll(timeout time.Duration) (*rt.RawRecord, error) {
 		}
 		wait := min(left, eventsWait)
 		if g.f.chunks == nil {
-			// Nothing to fetch: wait on librdkafka's queue instead.
+			// Nothing to fetch: wait on the member instead.
 			g.since = 0
-			if _, err := g.consumer.Poll(wait); err != nil {
+			if err := g.m.serve(wait); err != nil {
 				return nil, err
 			}
 			continue
@@ -213,14 +181,11 @@ func (g *groupConsumer) Poll(timeout time.Duration) (*rt.RawRecord, error) {
 
 // Assign reads offsets (-1: the committed offset) without the group.
 func (g *groupConsumer) Assign(offsets map[TP]int64) error {
-	if err := g.consumer.Assign(offsets); err != nil {
-		return err
-	}
 	tps := make([]TP, 0, len(offsets))
 	for tp := range offsets {
 		tps = append(tps, tp)
 	}
-	if err := g.consumer.Pause(tps); err != nil {
+	if err := g.m.assign(tps); err != nil {
 		return err
 	}
 	g.halt()
@@ -267,7 +232,7 @@ func (g *groupConsumer) Seek(tp TP, offset int64) error {
 }
 
 func (g *groupConsumer) Committed(ctx context.Context, tps []TP) (map[TP]int64, map[TP]string, error) {
-	c, meta, err := g.consumer.Committed(ctx, tps)
+	c, meta, err := g.m.Committed(ctx, tps)
 	if err == nil {
 		for tp, off := range c {
 			g.committed[tp] = off
@@ -300,10 +265,16 @@ func (g *groupConsumer) HighWatermark(tp TP) int64 { return g.f.highWatermark(tp
 // CaughtUp implements Consumer.
 func (g *groupConsumer) CaughtUp(tp TP) bool { return g.f.caughtUp(tp) }
 
+func (g *groupConsumer) Commit(offsets map[TP]int64, meta map[TP]string) error {
+	return g.m.Commit(offsets, meta)
+}
+
+func (g *groupConsumer) GroupMetadata() (any, error) { return g.m.GroupMetadata() }
+
 // Close leaves the group (its revocation callback runs) and then stops
 // the fetcher.
 func (g *groupConsumer) Close() error {
-	err := g.consumer.Close()
+	err := g.m.Close()
 	g.f.Close()
 	return err
 }

@@ -1,3 +1,5 @@
+//go:build eddy_librdkafka
+
 package kclient
 
 import (
@@ -263,21 +265,6 @@ func (p *producer) discard(ctx context.Context) {
 	}
 	o.waitIdle(ctx) //nolint:errcheck // a refusal stays for the calls that report it
 }
-
-// maxUnacked is how many records a producer keeps unacknowledged (in the
-// outbox, in librdkafka's queue, in flight to the brokers) before Produce
-// waits for acknowledgements; roomUnacked is how few let it go on. A
-// transaction's commit (and an at-least-once commit) waits for every one of
-// them, so this bounds the commit's wait: where a topology produces faster
-// than the brokers take records (word count's repartition topic, on two
-// cores shared with the broker, held 18k-76k records unacknowledged at its
-// commits), the wait spreads over the interval instead of stalling the
-// commit. Twenty thousand keep the brokers fed: measured, no workload lost
-// throughput, where 10,000 cost stateless and word count a fifth of theirs.
-// (Kafka's Java producer blocks send the same way, on buffer.memory.) A
-// transactional producer, which gets no delivery reports, bounds them with
-// librdkafka's queue.buffering.max.messages: its sender waits for room.
-const maxUnacked, roomUnacked = 20_000, 15_000
 
 // waitRoom waits until the producer's unacknowledged records fall to
 // roomAt, unless every broker is down (then the records queue, and the

@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/eddy-go/eddy/internal/rt"
 	"github.com/eddy-go/eddy/processor"
@@ -32,25 +31,6 @@ type Reader interface {
 	// markers, aborted records, compacted gaps) before the next one.
 	Position(tps []TP) (map[TP]int64, error)
 	Close() error
-}
-
-// NewReader makes a Reader for cfg, librdkafka properties. When cfg holds
-// only properties the fetcher understands (servers, client id, isolation
-// level, SASL PLAIN or SCRAM, TLS from PEM files) it is the fetcher: Kafka
-// fetch requests of its own, decoded in Go, the next fetch in flight while
-// the caller works through the last one — librdkafka's consumer hands over
-// one record per cgo call, which caps a restore at about 400k records/s on
-// one core. Any other property (Kerberos, OAuth, a PKCS#12 key store, debug
-// logging...) gives a librdkafka consumer, which knows them all.
-func NewReader(cfg Config) (Reader, error) {
-	fc, ok, err := parseFetchConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return NewConsumer(cfg)
-	}
-	return newFetcher(fc)
 }
 
 // Fetch sizes: a response holds at most fetchMaxBytes, a partition's share
@@ -90,8 +70,10 @@ type fetcher struct {
 	// once and needs no copy.
 	own bool
 	// maxBytes and partBytes bound a fetch response and a partition's
-	// share of it (fetchMaxBytes, fetchPartitionBytes unless set).
+	// share of it (fetchMaxBytes, fetchPartitionBytes unless set); wait is
+	// how long the brokers may hold a fetch that has nothing to return.
 	maxBytes, partBytes int32
+	wait                time.Duration
 
 	mu     sync.Mutex // guards cancel and done against Close racing Assign
 	cancel context.CancelFunc
@@ -133,16 +115,29 @@ const (
 // policy says.
 const offsetEarliest = -2
 
-func newFetcher(fc fetchConfig) (*fetcher, error) {
-	versions := kversion.Stable()
-	versions.SetMaxKeyVersion(kmsg.Fetch.Int16(), fetchVersion)
-	opts := append(fc.opts, kgo.MaxVersions(versions), kgo.RetryTimeout(fetchRequestTimeout))
+func newFetcher(c clientConfig) (*fetcher, error) {
+	opts := append(append([]kgo.Opt{}, c.conn...), kgo.RetryTimeout(fetchRequestTimeout))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("creating changelog reader: %w", err)
+		return nil, fmt.Errorf("creating a fetcher: %w", err)
 	}
-	return &fetcher{cl: cl, readCommitted: fc.readCommitted, decompressor: kgo.DefaultDecompressor(),
-		maxBytes: fetchMaxBytes, partBytes: fetchPartitionBytes, pos: map[TP]int64{}, hwm: map[TP]int64{}}, nil
+	f := &fetcher{cl: cl, readCommitted: c.readCommitted, decompressor: kgo.DefaultDecompressor(),
+		maxBytes: fetchMaxBytes, partBytes: fetchPartitionBytes, wait: fetchMaxWait, pos: map[TP]int64{}, hwm: map[TP]int64{}}
+	f.sizes(c)
+	return f, nil
+}
+
+// sizes applies the fetch sizes and wait the configuration sets.
+func (f *fetcher) sizes(c clientConfig) {
+	if c.fetchMaxBytes > 0 {
+		f.maxBytes = c.fetchMaxBytes
+	}
+	if c.fetchPartitionBytes > 0 {
+		f.partBytes = c.fetchPartitionBytes
+	}
+	if c.fetchWait > 0 {
+		f.wait = c.fetchWait
+	}
 }
 
 func (f *fetcher) Assign(offsets map[TP]int64) error {
@@ -505,7 +500,7 @@ func (f *fetcher) resolve(ctx context.Context, next map[TP]int64, reset []TP) er
 	defer cancel()
 	resp, err := req.RequestWith(rctx, f.cl) // the client sends each partition to its leader
 	if err != nil {
-		return fetchErr("looking up partition offsets", err)
+		return franzErr("looking up partition offsets", err)
 	}
 	got := map[TP]int64{}
 	for _, t := range resp.Topics {
@@ -557,7 +552,7 @@ func (f *fetcher) isolation() kgo.IsolationLevel {
 // fetch sends one fetch request for tps to their leader.
 func (f *fetcher) fetch(ctx context.Context, leader int32, tps []TP, next map[TP]int64) (*kmsg.FetchResponse, error) {
 	req := kmsg.NewPtrFetchRequest()
-	req.MaxWaitMillis = int32(fetchMaxWait.Milliseconds())
+	req.MaxWaitMillis = int32(f.wait.Milliseconds())
 	req.MinBytes = 1
 	req.MaxBytes = f.maxBytes
 	if f.readCommitted {
@@ -580,7 +575,7 @@ func (f *fetcher) fetch(ctx context.Context, leader int32, tps []TP, next map[TP
 	defer cancel()
 	resp, err := f.cl.Broker(int(leader)).RetriableRequest(rctx, req)
 	if err != nil {
-		return nil, fetchErr(fmt.Sprintf("fetching from broker %d", leader), err)
+		return nil, franzErr(fmt.Sprintf("fetching from broker %d", leader), err)
 	}
 	return resp.(*kmsg.FetchResponse), nil
 }
@@ -601,7 +596,7 @@ func (f *fetcher) leaders(ctx context.Context, next map[TP]int64) (map[TP]int32,
 	defer cancel()
 	resp, err := req.RequestWith(rctx, f.cl)
 	if err != nil {
-		return nil, fetchErr("looking up partition leaders", err)
+		return nil, franzErr("looking up partition leaders", err)
 	}
 	out := make(map[TP]int32, len(next))
 	for _, t := range resp.Topics {
@@ -650,26 +645,6 @@ func partitionErr(tp TP, offset int64, err error) error {
 		return fmt.Errorf("%w: reading %s: %w", ErrTransient, where, err)
 	}
 	return fmt.Errorf("reading %s: %w", where, err)
-}
-
-// fetchErr classifies an error of a whole request.
-func fetchErr(what string, err error) error {
-	switch {
-	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.IllegalSaslState),
-		errors.Is(err, kerr.UnsupportedSaslMechanism):
-		return credentialsErr(what + ": " + err.Error())
-	case isTLSVerifyErr(err):
-		return tlsErr(what + ": " + err.Error())
-	case errors.Is(err, kerr.ClusterAuthorizationFailed), errors.Is(err, kerr.TopicAuthorizationFailed):
-		return deniedErr(what, err)
-	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) && !ke.Retriable {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	// Connection failures, timeouts, brokers away or moving: the loop
-	// tries again.
-	return fmt.Errorf("%w: %s: %w", ErrTransient, what, err)
 }
 
 // decode returns the records of one partition's share of a fetch response

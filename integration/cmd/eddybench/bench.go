@@ -164,8 +164,9 @@ func (b *bench) runAll() {
 				continue
 			}
 			r := row{workload: name, guarantee: g, unit: w.unit, res: map[string]result{}}
-			for _, sys := range []string{"ceiling", "eddy", "kstreams"} {
-				if !b.o.want(b.o.systems, sys) || (sys == "ceiling" && name != "stateless") {
+			for _, sys := range []string{"ceiling", "ceiling-librdkafka", "eddy", "eddy-librdkafka", "kstreams"} {
+				if !b.o.want(b.o.systems, sys) || (strings.HasPrefix(sys, "ceiling") && name != "stateless") ||
+					(strings.HasSuffix(sys, "librdkafka") && b.o.librdkafkaBin == "") {
 					continue
 				}
 				res := b.runOne(w, sys, g)
@@ -177,6 +178,12 @@ func (b *bench) runAll() {
 	}
 	if len(b.rows) > 0 {
 		b.printTable()
+		if b.o.svg != "" {
+			if err := os.WriteFile(b.o.svg, []byte(chart(b.rows)), 0o644); err != nil {
+				fail("writing %s: %v", b.o.svg, err)
+			}
+			fmt.Printf("chart written to %s\n", b.o.svg)
+		}
 	}
 	if b.o.want(b.o.only, "latency") {
 		b.latency()
@@ -222,6 +229,12 @@ func (b *bench) command(w workload, sys, g, app, out, state string) *exec.Cmd {
 		return exec.Command("java", args...)
 	default:
 		self := must(os.Executable())
+		if strings.HasSuffix(sys, "-librdkafka") {
+			self, sys = b.o.librdkafkaBin, strings.TrimSuffix(sys, "-librdkafka")
+			if sys == "ceiling" {
+				sys = "ceiling-librdkafka"
+			}
+		}
 		args := []string{"child", "-system", sys, "-workload", w.name, "-guarantee", g, "-brokers", b.o.brokers,
 			"-app", app, "-state", state, "-commit-ms", commit, "-out", out, "-in", strings.Join(w.inputs, ","), "-client", b.o.client}
 		return exec.Command(self, args...)
@@ -442,31 +455,40 @@ func (p *childProc) stop() {
 }
 
 func (b *bench) printTable() {
-	fmt.Printf("\n| workload | guarantee | ceiling rec/s | eddy rec/s | Kafka Streams rec/s | eddy / Kafka Streams | eddy CPU-s per 1M | Kafka Streams CPU-s per 1M | eddy max RSS MiB | Kafka Streams max RSS MiB | eddy RSS / KS |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
-	num := func(r result, ok bool, f func(result) float64, format string) string {
-		if !ok || !r.ok {
+	fmt.Printf("\n| workload | guarantee | ceiling rec/s (franz-go / librdkafka) | eddy rec/s | eddy (librdkafka) rec/s | Kafka Streams rec/s | eddy / Kafka Streams | eddy / eddy (librdkafka) | eddy CPU-s per 1M (librdkafka) | Kafka Streams CPU-s per 1M | eddy max RSS MiB (librdkafka) | Kafka Streams max RSS MiB | eddy RSS / KS |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	get := func(r row, sys string) (result, bool) {
+		x, ok := r.res[sys]
+		return x, ok && x.ok
+	}
+	num := func(r row, sys string, f func(result) float64, format string) string {
+		x, ok := get(r, sys)
+		if !ok {
 			return "—"
 		}
-		return fmt.Sprintf(format, f(r))
+		return fmt.Sprintf(format, f(x))
 	}
-	for _, r := range b.rows {
-		c, cok := r.res["ceiling"]
-		e, eok := r.res["eddy"]
-		k, kok := r.res["kstreams"]
-		ratio, rss := "—", "—"
-		if eok && kok && e.ok && k.ok {
-			ratio = fmt.Sprintf("**%.2f**", e.rate/k.rate)
-			rss = fmt.Sprintf("%.2f", e.maxRSS/k.maxRSS)
+	ratio := func(r row, a, b string, f func(result) float64, format string) string {
+		x, xok := get(r, a)
+		y, yok := get(r, b)
+		if !xok || !yok {
+			return "—"
 		}
-		rate := func(x result) float64 { return x.rate }
-		cpu := func(x result) float64 { return x.cpuPerM }
-		mem := func(x result) float64 { return x.maxRSS }
-		fmt.Printf("| %s (%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.workload, r.unit, r.guarantee,
-			num(c, cok, rate, "%.0f"), num(e, eok, rate, "%.0f"), num(k, kok, rate, "%.0f"), ratio,
-			num(e, eok, cpu, "%.2f"), num(k, kok, cpu, "%.2f"), num(e, eok, mem, "%.0f"), num(k, kok, mem, "%.0f"), rss)
+		return fmt.Sprintf(format, f(x)/f(y))
+	}
+	rate := func(x result) float64 { return x.rate }
+	cpu := func(x result) float64 { return x.cpuPerM }
+	mem := func(x result) float64 { return x.maxRSS }
+	for _, r := range b.rows {
+		fmt.Printf("| %s (%s) | %s | %s / %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s (%s) | %s | %s |\n", r.workload, r.unit, r.guarantee,
+			num(r, "ceiling", rate, "%.0f"), num(r, "ceiling-librdkafka", rate, "%.0f"),
+			num(r, "eddy", rate, "%.0f"), num(r, "eddy-librdkafka", rate, "%.0f"), num(r, "kstreams", rate, "%.0f"),
+			ratio(r, "eddy", "kstreams", rate, "**%.2f**"), ratio(r, "eddy", "eddy-librdkafka", rate, "%.2f"),
+			num(r, "eddy", cpu, "%.2f"), num(r, "eddy-librdkafka", cpu, "%.2f"), num(r, "kstreams", cpu, "%.2f"),
+			num(r, "eddy", mem, "%.0f"), num(r, "eddy-librdkafka", mem, "%.0f"), num(r, "kstreams", mem, "%.0f"),
+			ratio(r, "eddy", "kstreams", mem, "%.2f"))
 	}
 	for _, r := range b.rows {
-		for _, sys := range []string{"eddy", "kstreams"} {
+		for _, sys := range []string{"eddy", "eddy-librdkafka", "kstreams"} {
 			if x, ok := r.res[sys]; ok && x.ok && r.guarantee == "exactly_once" && x.commitMs[2] > 0 {
 				fmt.Printf("\n%s commit duration, %s exactly-once: p50 %.1f ms, p99 %.1f ms (%.0f commits, %.0f over 40 ms)",
 					sys, r.workload, x.commitMs[0], x.commitMs[1], x.commitMs[2], x.commitMs[3])

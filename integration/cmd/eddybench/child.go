@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -32,7 +31,7 @@ import (
 // once it processes.
 func child(args []string) {
 	fs := flag.NewFlagSet("child", flag.ExitOnError)
-	sys := fs.String("system", "eddy", "ceiling or eddy")
+	sys := fs.String("system", "eddy", "ceiling (franz-go), ceiling-librdkafka or eddy")
 	wl := fs.String("workload", "stateless", "workload")
 	g := fs.String("guarantee", "at_least_once", "guarantee")
 	brokers := fs.String("brokers", "", "bootstrap servers")
@@ -41,7 +40,7 @@ func child(args []string) {
 	commitMs := fs.Int("commit-ms", 1000, "commit interval")
 	out := fs.String("out", "", "output topic")
 	in := fs.String("in", "", "input topics, comma-separated")
-	client := fs.String("client", "", "librdkafka properties k=v,k=v for eddy's ClientConfig")
+	client := fs.String("client", "", "client properties k=v,k=v for eddy's ClientConfig")
 	profile := fs.String("cpuprofile", os.Getenv("EDDYBENCH_CPUPROFILE"), "write a CPU profile of the child to this file ({pid} is replaced by the child's process id)")
 	profileFor := fs.Duration("cpuprofile-for", envDuration("EDDYBENCH_CPUPROFILE_FOR"), "stop the CPU profile after this long (0: at exit); a child that is SIGKILLed (the state workload's build) writes its profile only this way")
 	traceAt := fs.Duration("trace-at", envDuration("EDDYBENCH_TRACE_AT"), "write a 5 s execution trace (runtime/trace) this long after start, to the -cpuprofile path with .trace appended (0: none)")
@@ -66,8 +65,12 @@ func child(args []string) {
 	defer stop()
 	inputs := strings.Split(*in, ",")
 	commit := time.Duration(*commitMs) * time.Millisecond
-	if *sys == "ceiling" {
-		ceiling(ctx, *brokers, *app, inputs[0], *out, *g == "exactly_once", commit)
+	switch *sys {
+	case "ceiling":
+		ceilingFranz(ctx, *brokers, *app, inputs[0], *out, *g == "exactly_once", commit)
+		return
+	case "ceiling-librdkafka":
+		ceilingLibrdkafka(ctx, *brokers, *app, inputs[0], *out, *g == "exactly_once", commit)
 		return
 	}
 	guarantee := must(streams.ParseGuarantee(*g))
@@ -232,104 +235,6 @@ func quantile(h *dto.Histogram, q float64) float64 {
 		prevBound, prevCount = b.GetUpperBound(), c
 	}
 	return prevBound
-}
-
-// ceiling is a plain confluent-kafka-go loop: consume every input record,
-// produce it unchanged, commit as often as the systems do (under
-// exactly-once, a transaction with the offsets every commit interval), with
-// eddy's client tuning.
-func ceiling(ctx context.Context, brokers, group, in, out string, eos bool, every time.Duration) {
-	iso := "read_uncommitted"
-	if eos {
-		iso = "read_committed"
-	}
-	c := must(kafka.NewConsumer(&kafka.ConfigMap{
-		"bootstrap.servers": brokers, "group.id": group, "auto.offset.reset": "earliest", "isolation.level": iso,
-		"enable.auto.commit": false, "fetch.queue.backoff.ms": 0, "queued.min.messages": 1_000_000, "fetch.wait.max.ms": 10,
-	}))
-	defer c.Close()
-	pcfg := &kafka.ConfigMap{"bootstrap.servers": brokers, "linger.ms": 10, "enable.idempotence": true,
-		"go.delivery.reports": false, "partitioner": "murmur2_random"}
-	if eos {
-		pcfg.SetKey("transactional.id", group+"-ceiling")
-	}
-	p := must(kafka.NewProducer(pcfg))
-	defer p.Close()
-	if eos {
-		if err := p.InitTransactions(ctx); err != nil {
-			fail("init transactions: %v", err)
-		}
-	}
-	running := false
-	if err := c.Subscribe(in, func(kc *kafka.Consumer, ev kafka.Event) error {
-		if e, ok := ev.(kafka.AssignedPartitions); ok {
-			if err := kc.Assign(e.Partitions); err != nil {
-				return err
-			}
-			if !running {
-				running = true
-				fmt.Println("RUNNING")
-			}
-		}
-		return nil
-	}); err != nil {
-		fail("subscribe: %v", err)
-	}
-	inTxn := false
-	last := time.Now()
-	for ctx.Err() == nil {
-		if eos && !inTxn {
-			if err := p.BeginTransaction(); err != nil {
-				fail("begin: %v", err)
-			}
-			inTxn = true
-		}
-		if m, ok := c.Poll(10).(*kafka.Message); ok && m.TopicPartition.Error == nil {
-			for {
-				err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &out, Partition: kafka.PartitionAny},
-					Key: m.Key, Value: m.Value, Timestamp: m.Timestamp}, nil)
-				if err == nil {
-					break
-				}
-				p.Flush(10)
-			}
-		}
-		if time.Since(last) < every {
-			continue
-		}
-		last = time.Now()
-		pos, err := c.Position(must(c.Assignment()))
-		if err != nil {
-			fail("positions: %v", err)
-		}
-		var offs []kafka.TopicPartition
-		for _, tp := range pos {
-			if tp.Offset >= 0 {
-				offs = append(offs, tp)
-			}
-		}
-		if eos {
-			if len(offs) > 0 {
-				if err := p.SendOffsetsToTransaction(ctx, offs, must(c.GetConsumerGroupMetadata())); err != nil {
-					fail("send offsets: %v", err)
-				}
-			}
-			if err := p.CommitTransaction(ctx); err != nil {
-				fail("commit: %v", err)
-			}
-			inTxn = false
-		} else {
-			p.Flush(60_000)
-			if len(offs) > 0 {
-				if _, err := c.CommitOffsets(offs); err != nil {
-					fail("commit: %v", err)
-				}
-			}
-		}
-	}
-	if inTxn {
-		p.AbortTransaction(context.Background())
-	}
 }
 
 // envDuration parses the duration in environment variable name; zero when

@@ -3,9 +3,11 @@
 // filter → mapValues → to; word count; a tumbling one-minute count; a
 // stream–table join), each under at-least-once and exactly-once, run by
 //
-//   - a plain confluent-kafka-go consume → produce loop (stateless only):
-//     the ceiling of any library on this client;
-//   - eddy, one stream thread;
+//   - a plain franz-go consume → produce loop, and a plain confluent-kafka-go
+//     one (stateless only): the ceiling of any library on each client;
+//   - eddy on its own client (franz-go), one stream thread;
+//   - eddy built with -tags eddy_librdkafka (librdkafka), one stream thread
+//     (-librdkafka-bin: an eddybench built with that tag);
 //   - Kafka Streams (bench/kstreams), one stream thread;
 //
 // each as its own process, so CPU and memory are the system's own. Then a
@@ -14,6 +16,8 @@
 // table. Then the state workload (state.go): a count per key over
 // -state-keys distinct keys, each system building the state, SIGKILLed,
 // restarted on its state and started cold, timed to its first new output.
+// With -svg it also draws records/s and memory, eddy against Kafka
+// Streams, per workload and guarantee (the README's Performance chart).
 // Run it with `make bench`.
 //
 // A run's rate counts input records from the moment the system reports
@@ -38,7 +42,9 @@ func main() {
 	var o options
 	flag.StringVar(&o.brokers, "brokers", os.Getenv("EDDY_KAFKA_BOOTSTRAP"), "bootstrap servers")
 	flag.StringVar(&o.only, "only", "", "comma-separated subset of workloads (stateless,wordcount,windowed,join,latency,state)")
-	flag.StringVar(&o.systems, "systems", "ceiling,eddy,kstreams", "comma-separated subset of systems")
+	flag.StringVar(&o.systems, "systems", "ceiling,ceiling-librdkafka,eddy,eddy-librdkafka,kstreams", "comma-separated subset of systems")
+	flag.StringVar(&o.librdkafkaBin, "librdkafka-bin", "", "an eddybench built with -tags eddy_librdkafka, for the librdkafka systems (scripts/bench.sh builds it)")
+	flag.StringVar(&o.svg, "svg", "", "write a chart of the run's records/s and memory to this SVG file")
 	flag.StringVar(&o.guarantees, "guarantees", "at_least_once,exactly_once", "comma-separated subset of guarantees")
 	flag.Float64Var(&o.scale, "scale", 1, "multiply every workload's record count by this")
 	flag.StringVar(&o.kstreams, "kstreams-classpath", "", "classpath of bench/kstreams (scripts/bench.sh builds it)")
@@ -46,7 +52,7 @@ func main() {
 	flag.DurationVar(&o.latencyFor, "latency-for", 20*time.Second, "how long the latency run produces")
 	flag.IntVar(&o.partitions, "partitions", 4, "partitions of every input topic")
 	flag.IntVar(&o.stateKeys, "state-keys", 1_000_000, "distinct keys (and records) of the state workload (the state issue measures 10000000)")
-	flag.StringVar(&o.client, "eddy-client-config", "", "for exploring only: librdkafka properties (k=v,k=v) passed to eddy's ClientConfig")
+	flag.StringVar(&o.client, "eddy-client-config", "", "for exploring only: client properties (k=v,k=v) passed to eddy's ClientConfig")
 	flag.Parse()
 	if o.brokers == "" {
 		fail("no broker: pass -brokers or set EDDY_KAFKA_BOOTSTRAP (make bench starts one)")
@@ -60,7 +66,7 @@ func main() {
 
 type options struct {
 	brokers, only, systems, guarantees, kstreams string
-	client                                       string
+	client, librdkafkaBin, svg                   string
 	scale                                        float64
 	latencyRate, partitions, stateKeys           int
 	latencyFor                                   time.Duration

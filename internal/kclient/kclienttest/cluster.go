@@ -31,6 +31,7 @@ type Cluster struct {
 
 	topics    map[string][]*partLog
 	configs   map[string]map[string]string // by topic: what it was created with, or set
+	held      map[kclient.TP]bool          // partitions whose records readers do not get yet (Hold)
 	committed map[kclient.TP]offsetMeta
 	member    *Consumer            // the group's member, nil when none
 	producers []*Producer          // every producer made, for SetDown
@@ -106,7 +107,7 @@ type txnState struct {
 
 // NewCluster returns an empty cluster.
 func NewCluster() *Cluster {
-	return &Cluster{topics: map[string][]*partLog{}, configs: map[string]map[string]string{}, committed: map[kclient.TP]offsetMeta{},
+	return &Cluster{topics: map[string][]*partLog{}, configs: map[string]map[string]string{}, held: map[kclient.TP]bool{}, committed: map[kclient.TP]offsetMeta{},
 		txns: map[string]*txnState{}, faults: map[string][]error{}, calls: map[string]int{}}
 }
 
@@ -157,6 +158,23 @@ func (c *Cluster) Records(topic string, partition int32, readCommitted bool) []R
 		out = append(out, *r)
 	}
 	return out
+}
+
+// Hold keeps the records of a partition from every reader until Release,
+// as records a consumer has not fetched yet: readers get none of them, and
+// CaughtUp is false while the partition has records past the reader's
+// position.
+func (c *Cluster) Hold(topic string, partition int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held[kclient.TP{Topic: topic, Partition: partition}] = true
+}
+
+// Release ends Hold.
+func (c *Cluster) Release(topic string, partition int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.held, kclient.TP{Topic: topic, Partition: partition})
 }
 
 // SetTopicConfig sets a config of topic, as TopicConfigs reports it.

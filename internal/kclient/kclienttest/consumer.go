@@ -123,6 +123,9 @@ func (k *Consumer) read(tp kclient.TP, pos *position) *rt.RawRecord {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	p := k.c.topics[tp.Topic][tp.Partition]
+	if k.c.held[tp] {
+		return nil
+	}
 	limit := p.end()
 	if k.readCommitted {
 		limit = p.stable()
@@ -288,10 +291,26 @@ func (k *Consumer) Position(tps []kclient.TP) (map[kclient.TP]int64, error) {
 	return out, nil
 }
 
-// CaughtUp implements kclient.Consumer: the fake hands over whatever is
-// in its log at once, so it always answers true (tasks never wait for an
-// empty partition unless MaxTaskIdle says so).
-func (k *Consumer) CaughtUp(kclient.TP) bool { return true }
+// CaughtUp implements kclient.Consumer: true when the reader has every
+// record of the partition it may read (under read_committed, up to the
+// last stable offset), as a fetcher knows from the high watermarks of its
+// fetch responses.
+func (k *Consumer) CaughtUp(tp kclient.TP) bool {
+	k.c.mu.Lock()
+	defer k.c.mu.Unlock()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	pos := k.assigned[tp]
+	if pos == nil {
+		return true
+	}
+	p := k.c.topics[tp.Topic][tp.Partition]
+	end := p.end()
+	if k.readCommitted {
+		end = p.stable()
+	}
+	return pos.next >= end
+}
 
 // HighWatermark implements kclient.Consumer.
 func (k *Consumer) HighWatermark(tp kclient.TP) int64 {

@@ -1,3 +1,5 @@
+//go:build eddy_librdkafka
+
 package kclient
 
 import (

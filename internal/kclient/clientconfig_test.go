@@ -1,0 +1,145 @@
+package kclient
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writePEM writes a self-signed certificate and its key, returning their
+// paths.
+func writePEM(t *testing.T) (cert, key string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
+}
+
+// TestClientConfigRefusesWhatItCannotHonour: a client must never connect
+// with less security than the user configured, so every property eddy's
+// client cannot carry out is named (the franz-go backend refuses the
+// configuration; the librdkafka backend hands it to librdkafka), and a
+// value no client could take is an error.
+func TestClientConfigRefusesWhatItCannotHonour(t *testing.T) {
+	cert, key := writePEM(t)
+	base := func(extra Config) Config {
+		c := Config{
+			// What streams gives a restore consumer.
+			"bootstrap.servers": "127.0.0.1:9092,127.0.0.1:9093", "group.id": "app-restore",
+			"enable.auto.commit": false, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+			"client.id": "app-restore-consumer",
+		}
+		for k, v := range extra {
+			c[k] = v
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name          string
+		cfg           Config
+		unsupported   string // the property named, "" none
+		err           bool
+		readCommitted bool
+	}{
+		{"eddy's own restore config", base(nil), "", false, true},
+		{"read_uncommitted", base(Config{"isolation.level": "read_uncommitted"}), "", false, false},
+		{"SASL_SSL with SCRAM and a CA file", base(Config{"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+			"sasl.username": "u", "sasl.password": "p", "ssl.ca.location": cert}), "", false, true},
+		{"SASL_PLAINTEXT with PLAIN", base(Config{"security.protocol": "sasl_plaintext", "sasl.mechanisms": "PLAIN",
+			"sasl.username": "u", "sasl.password": "p"}), "", false, true},
+		{"mutual TLS from PEM files", base(Config{"security.protocol": "SSL", "ssl.ca.location": cert,
+			"ssl.certificate.location": cert, "ssl.key.location": key}), "", false, true},
+		{"TLS without hostname checks", base(Config{"security.protocol": "SSL", "ssl.ca.location": cert,
+			"ssl.endpoint.identification.algorithm": "none"}), "", false, true},
+		{"timeouts and producer tuning", base(Config{"session.timeout.ms": 6000, "heartbeat.interval.ms": "500",
+			"transaction.timeout.ms": 10000, "linger.ms": 10, "acks": "all", "compression.type": "zstd",
+			"partitioner": "murmur2_random", "retry.backoff.ms": 10}), "", false, true},
+
+		{"SASL without a mechanism (librdkafka's default is GSSAPI)", base(Config{"security.protocol": "SASL_SSL",
+			"sasl.username": "u", "sasl.password": "p"}), "sasl.mechanism", false, true},
+		{"Kerberos", base(Config{"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI"}), "sasl.mechanism", false, true},
+		{"OAuth", base(Config{"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER"}), "sasl.mechanism", false, true},
+		{"a PKCS#12 key store", base(Config{"security.protocol": "SSL", "ssl.keystore.location": "/x.p12"}), "ssl.keystore.location", false, true},
+		{"an encrypted key", base(Config{"security.protocol": "SSL", "ssl.certificate.location": cert,
+			"ssl.key.location": key, "ssl.key.password": "k"}), "ssl.key.password", false, true},
+		{"a CA directory", base(Config{"security.protocol": "SSL", "ssl.ca.location": filepath.Dir(cert)}), "ssl.ca.location", false, true},
+		{"a missing CA file", base(Config{"security.protocol": "SSL", "ssl.ca.location": cert + ".missing"}), "ssl.ca.location", false, true},
+		{"debug logging", base(Config{"debug": "all"}), "debug", false, true},
+		{"librdkafka's queue tuning", base(Config{"queued.min.messages": 1000}), "queued.min.messages", false, true},
+		{"a listener-style server", base(Config{"bootstrap.servers": "SASL_SSL://b:9093,127.0.0.1:9092"}), "bootstrap.servers", false, true},
+		{"another partitioner", base(Config{"partitioner": "random"}), "partitioner", false, true},
+
+		{"certificates on a plaintext connection", base(Config{"ssl.ca.location": cert}), "", true, true},
+		{"credentials on a plaintext connection", base(Config{"sasl.username": "u"}), "", true, true},
+		{"an unknown protocol", base(Config{"security.protocol": "quic"}), "", true, true},
+		{"no servers", base(Config{"bootstrap.servers": ""}), "", true, true},
+		{"a bad timeout", base(Config{"session.timeout.ms": "soon"}), "", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseClientConfig(tc.cfg)
+			if (err != nil) != tc.err {
+				t.Fatalf("error %v, want error %v", err, tc.err)
+			}
+			if err != nil {
+				t.Logf("%v", err)
+				return
+			}
+			uerr := c.unsupportedErr()
+			switch {
+			case tc.unsupported == "" && uerr != nil:
+				t.Fatalf("unsupported: %v", uerr)
+			case tc.unsupported != "" && (uerr == nil || !strings.Contains(uerr.Error(), tc.unsupported+":")):
+				t.Fatalf("unsupported: %v, want %s named", uerr, tc.unsupported)
+			}
+			if c.readCommitted != tc.readCommitted {
+				t.Errorf("read committed: %v, want %v", c.readCommitted, tc.readCommitted)
+			}
+		})
+	}
+}
+
+func TestReaderRefusesOffsetsItCannotStartFrom(t *testing.T) {
+	r, err := NewReader(Config{"bootstrap.servers": "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, ok := r.(*fetcher); !ok {
+		t.Fatalf("reader is a %T, want the fetcher", r)
+	}
+	if err := r.Assign(map[TP]int64{{Topic: "t", Partition: 0}: -1}); err == nil {
+		t.Fatal("Assign from offset -1: no error")
+	}
+	if _, err := r.Position([]TP{{Topic: "t", Partition: 0}}); err == nil {
+		t.Fatal("Position of a partition not assigned: no error")
+	}
+}

@@ -1,0 +1,194 @@
+package kclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// franzAdmin is an Admin on franz-go (kadm, and raw requests where one
+// request does what kadm would do in several).
+type franzAdmin struct {
+	cl  *kgo.Client
+	adm *kadm.Client
+}
+
+func newFranzAdmin(conf clientConfig) (*franzAdmin, error) {
+	cl, err := kgo.NewClient(conf.conn...)
+	if err != nil {
+		return nil, fmt.Errorf("kclient: creating the admin client: %w", err)
+	}
+	return &franzAdmin{cl: cl, adm: kadm.NewClient(cl)}, nil
+}
+
+// Partitions asks the brokers for the topics' metadata itself: a topic the
+// ACLs hide is named in the error (kadm's answer names none).
+func (a *franzAdmin) Partitions(ctx context.Context, topics []string) (map[string]int32, error) {
+	out := map[string]int32{}
+	if len(topics) == 0 {
+		return out, nil
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, mt)
+	}
+	resp, err := req.RequestWith(ctx, a.cl)
+	if err != nil {
+		return nil, franzErr("reading topic metadata", err)
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		err := kerr.ErrorForCode(t.ErrorCode)
+		switch {
+		case err == nil:
+			if len(t.Partitions) > 0 {
+				out[*t.Topic] = int32(len(t.Partitions))
+			}
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+		case errors.Is(err, kerr.TopicAuthorizationFailed):
+			return nil, deniedErr(fmt.Sprintf("DESCRIBE on topic %q", *t.Topic), err)
+		default:
+			return nil, franzErr("describing topic "+*t.Topic, err)
+		}
+	}
+	return out, nil
+}
+
+func (a *franzAdmin) CreateTopics(ctx context.Context, specs []TopicSpec) error {
+	if len(specs) == 0 {
+		return nil
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 30_000
+	for _, s := range specs {
+		t := kmsg.NewCreateTopicsRequestTopic()
+		t.Topic, t.NumPartitions, t.ReplicationFactor = s.Name, s.Partitions, s.ReplicationFactor
+		for k, v := range s.Config {
+			c := kmsg.NewCreateTopicsRequestTopicConfig()
+			c.Name, c.Value = k, kmsg.StringPtr(v)
+			t.Configs = append(t.Configs, c)
+		}
+		req.Topics = append(req.Topics, t)
+	}
+	resp, err := req.RequestWith(ctx, a.cl)
+	if err != nil {
+		return franzErr("creating topics", err)
+	}
+	var errs []error
+	for _, t := range resp.Topics {
+		err := kerr.ErrorForCode(t.ErrorCode)
+		switch {
+		case err == nil, errors.Is(err, kerr.TopicAlreadyExists):
+		case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
+			return deniedErr(fmt.Sprintf("CREATE on topic %q", t.Topic), err)
+		default:
+			msg := ""
+			if t.ErrorMessage != nil {
+				msg = ": " + *t.ErrorMessage
+			}
+			errs = append(errs, fmt.Errorf("creating topic %s: %w%s", t.Topic, err, msg))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (a *franzAdmin) Offsets(ctx context.Context, tps []TP, readCommitted bool) (start, end map[TP]int64, err error) {
+	start, end = map[TP]int64{}, map[TP]int64{}
+	if len(tps) == 0 {
+		return start, end, nil
+	}
+	topics, _ := byTopic(tps)
+	pick := func(what string, l kadm.ListedOffsets, err error, into map[TP]int64) error {
+		if err != nil {
+			return franzErr(what, err)
+		}
+		for _, tp := range tps {
+			o, ok := l.Lookup(tp.Topic, tp.Partition)
+			if !ok {
+				return fmt.Errorf("%w: %s: no answer for %s", ErrTransient, what, tp)
+			}
+			if o.Err != nil {
+				if errors.Is(o.Err, kerr.TopicAuthorizationFailed) {
+					return deniedErr(fmt.Sprintf("DESCRIBE on topic %q", tp.Topic), o.Err)
+				}
+				return partitionErr(tp, -1, o.Err)
+			}
+			into[tp] = o.Offset
+		}
+		return nil
+	}
+	l, err := a.adm.ListStartOffsets(ctx, topics...)
+	if err := pick("listing start offsets", l, err, start); err != nil {
+		return nil, nil, err
+	}
+	if readCommitted {
+		l, err = a.adm.ListCommittedOffsets(ctx, topics...)
+	} else {
+		l, err = a.adm.ListEndOffsets(ctx, topics...)
+	}
+	if err := pick("listing end offsets", l, err, end); err != nil {
+		return nil, nil, err
+	}
+	return start, end, nil
+}
+
+func (a *franzAdmin) DeleteRecords(ctx context.Context, before map[TP]int64) error {
+	if len(before) == 0 {
+		return nil
+	}
+	os := kadm.Offsets{}
+	for tp, off := range before {
+		os.AddOffset(tp.Topic, tp.Partition, off, -1)
+	}
+	res, err := a.adm.DeleteRecords(ctx, os)
+	if err != nil {
+		return franzErr("deleting records", err)
+	}
+	for _, r := range res.Sorted() {
+		if r.Err != nil {
+			if errors.Is(r.Err, kerr.TopicAuthorizationFailed) {
+				return deniedErr(fmt.Sprintf("DELETE on topic %q", r.Topic), r.Err)
+			}
+			return partitionErr(TP{Topic: r.Topic, Partition: r.Partition}, -1, r.Err)
+		}
+	}
+	return nil
+}
+
+func (a *franzAdmin) TopicConfigs(ctx context.Context, topics []string) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	if len(topics) == 0 {
+		return out, nil
+	}
+	rcs, err := a.adm.DescribeTopicConfigs(ctx, topics...)
+	if err != nil {
+		return nil, franzErr("describing topic configs", err)
+	}
+	for _, rc := range rcs {
+		switch {
+		case rc.Err == nil:
+			cfg := make(map[string]string, len(rc.Configs))
+			for _, c := range rc.Configs {
+				cfg[c.Key] = c.MaybeValue()
+			}
+			out[rc.Name] = cfg
+		case errors.Is(rc.Err, kerr.UnknownTopicOrPartition):
+		case errors.Is(rc.Err, kerr.TopicAuthorizationFailed):
+			return nil, deniedErr(fmt.Sprintf("DESCRIBE_CONFIGS on topic %q", rc.Name), rc.Err)
+		default:
+			return nil, franzErr("describing the configs of topic "+rc.Name, rc.Err)
+		}
+	}
+	return out, nil
+}
+
+func (a *franzAdmin) Close() { a.cl.Close() }

@@ -1,0 +1,49 @@
+package kclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// franzErr classifies an error of a franz-go call; what names the call.
+// A refused login or TLS handshake and an operation the ACLs deny are
+// security errors; an error the brokers say a retry cannot cure, a closed
+// client or a cancelled call is returned as it is; anything else
+// (connections failing, timeouts, brokers away or moving, coordinators
+// loading) is transient.
+func franzErr(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if s := franzSecurity(err, what); s != nil {
+		return s
+	}
+	var ke *kerr.Error
+	switch {
+	case errors.As(err, &ke) && !ke.Retriable && !errors.Is(err, kerr.UnknownTopicOrPartition),
+		errors.Is(err, kgo.ErrClientClosed), errors.Is(err, context.Canceled):
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrTransient, what, err)
+}
+
+// franzSecurity turns an error that means the client could not
+// authenticate, or that the ACLs denied op, into the security error naming
+// the cause; other errors give nil.
+func franzSecurity(err error, op string) error {
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.IllegalSaslState),
+		errors.Is(err, kerr.UnsupportedSaslMechanism):
+		return credentialsErr(err.Error())
+	case isTLSVerifyErr(err):
+		return tlsErr("certificate verify failed: " + err.Error())
+	case errors.Is(err, kerr.ClusterAuthorizationFailed), errors.Is(err, kerr.TopicAuthorizationFailed),
+		errors.Is(err, kerr.GroupAuthorizationFailed), errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+		return deniedErr(op, err)
+	}
+	return nil
+}

@@ -1,0 +1,407 @@
+package kclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// member is a stream thread's group membership without its records: it
+// joins, heartbeats, takes part in rebalances, reads and commits the
+// group's offsets and gives the group metadata a transaction carries. Its
+// rebalance callbacks run on the stream thread's goroutine, inside serve
+// (which a groupConsumer's Poll calls); the records come from the fetcher.
+type member interface {
+	// subscribe joins the group on topics. assigned runs once the member
+	// has an assignment and before onRebalance hears of it; revoked after
+	// onRebalance heard of a revocation and the member let it go.
+	subscribe(topics []string, onRebalance func(Rebalance) error, assigned func([]TP) error, revoked func()) error
+	// serve runs the rebalance callbacks due, waiting up to timeout for
+	// one, and returns an error the group reported (a refused login, a
+	// denied group).
+	serve(timeout time.Duration) error
+	// assign readies the member for an assignment of its own choosing
+	// (a reader without the group).
+	assign(tps []TP) error
+	Committed(ctx context.Context, tps []TP) (map[TP]int64, map[TP]string, error)
+	Commit(offsets map[TP]int64, meta map[TP]string) error
+	GroupMetadata() (any, error)
+	Close() error
+}
+
+// franzMember is a member on franz-go: a client of its own that joins the
+// group with eddy's assignor and fetches nothing (every topic it consumes
+// stays paused). franz-go runs the group on its own goroutines; each
+// rebalance callback hands its event to serve and waits until the stream
+// thread has handled it, as librdkafka's callbacks run inside its Poll.
+type franzMember struct {
+	conf clientConfig
+	cl   *kgo.Client
+
+	events chan memberEvent
+	errs   chan error
+
+	// The stream thread's, set by subscribe.
+	onRebalance func(Rebalance) error
+	assigned    func([]TP) error
+	revoked     func()
+	lastErr     error // the last group error returned, not to repeat it
+
+	mu      sync.Mutex // guards closing
+	closing bool
+}
+
+// memberEvent is one rebalance callback waiting for the stream thread.
+type memberEvent struct {
+	rb   Rebalance
+	done chan struct{}
+}
+
+// franzGroupMetadata is what a transaction needs of the group: its
+// members' fencing identity (KIP-447).
+type franzGroupMetadata struct {
+	group, memberID, instanceID string
+	generation                  int32
+	member                      *franzMember
+}
+
+func newFranzMember(conf clientConfig) *franzMember {
+	return &franzMember{conf: conf, events: make(chan memberEvent), errs: make(chan error, 16)}
+}
+
+// groupErrorHook passes the errors that end a group session to serve.
+type groupErrorHook struct{ errs chan error }
+
+func (h groupErrorHook) OnGroupManageError(err error) {
+	select {
+	case h.errs <- err:
+	default: // serve has not taken the earlier ones yet: enough to say
+	}
+}
+
+func (m *franzMember) subscribe(topics []string, onRebalance func(Rebalance) error, assigned func([]TP) error, revoked func()) error {
+	if m.cl != nil {
+		return errors.New("kclient: subscribed already")
+	}
+	if m.conf.group == "" {
+		return errors.New("kclient: subscribing needs a group.id")
+	}
+	m.onRebalance, m.assigned, m.revoked = onRebalance, assigned, revoked
+	opts := append(append([]kgo.Opt{}, m.conf.conn...), m.conf.member...)
+	opts = append(opts,
+		kgo.ConsumerGroup(m.conf.group),
+		kgo.ConsumeTopics(topics...),
+		kgo.Balancers(taskAssignor{}, kgo.RangeBalancer()),
+		kgo.DisableAutoCommit(),
+		kgo.WithHooks(groupErrorHook{m.errs}),
+		kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, a map[string][]int32) {
+			m.handOver(ctx, Rebalance{Assigned: tpsOf(a)})
+		}),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, _ *kgo.Client, r map[string][]int32) {
+			if len(r) > 0 {
+				m.handOver(ctx, Rebalance{Revoked: tpsOf(r)})
+			}
+		}),
+		kgo.OnPartitionsLost(func(ctx context.Context, _ *kgo.Client, l map[string][]int32) {
+			if len(l) > 0 {
+				m.handOver(ctx, Rebalance{Revoked: tpsOf(l), Lost: true})
+			}
+		}),
+	)
+	if m.conf.instanceID != "" {
+		opts = append(opts, kgo.InstanceID(m.conf.instanceID))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("kclient: creating the group member: %w", err)
+	}
+	// The member never fetches: the fetcher reads the records.
+	cl.PauseFetchTopics(topics...)
+	m.cl = cl
+	return nil
+}
+
+func (m *franzMember) assign([]TP) error { return nil } // nothing to do: the fetcher reads
+
+// handOver gives a rebalance to the stream thread and waits until it was
+// handled, or the client closes.
+func (m *franzMember) handOver(ctx context.Context, rb Rebalance) {
+	ev := memberEvent{rb: rb, done: make(chan struct{})}
+	select {
+	case m.events <- ev:
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-ev.done:
+	case <-ctx.Done():
+	}
+}
+
+// handle runs one rebalance on the calling goroutine (the stream
+// thread's).
+func (m *franzMember) handle(ev memberEvent) error {
+	defer close(ev.done)
+	if len(ev.rb.Assigned) > 0 && m.assigned != nil {
+		if err := m.assigned(ev.rb.Assigned); err != nil {
+			return err
+		}
+	}
+	err := m.onRebalance(ev.rb)
+	if len(ev.rb.Revoked) > 0 && m.revoked != nil {
+		m.revoked()
+	}
+	return err
+}
+
+func (m *franzMember) serve(timeout time.Duration) error {
+	if m.cl == nil {
+		if timeout > 0 {
+			time.Sleep(timeout)
+		}
+		return nil
+	}
+	// What is due already first, then wait.
+	for {
+		select {
+		case ev := <-m.events:
+			return m.handle(ev)
+		case err := <-m.errs:
+			if err := m.groupErr(err); err != nil {
+				return err
+			}
+			continue
+		default:
+		}
+		break
+	}
+	if timeout <= 0 {
+		return nil
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case ev := <-m.events:
+			return m.handle(ev)
+		case err := <-m.errs:
+			if err := m.groupErr(err); err != nil {
+				return err
+			}
+		case <-t.C:
+			return nil
+		}
+	}
+}
+
+// groupErr classifies an error that ended a group session: a refused login
+// or a denied group stops the app; franz-go rejoins after anything else,
+// which is reported as transient once.
+func (m *franzMember) groupErr(err error) error {
+	if s := franzSecurity(err, fmt.Sprintf("READ on group %q", m.conf.group)); s != nil {
+		return s
+	}
+	if m.lastErr != nil && m.lastErr.Error() == err.Error() {
+		return nil
+	}
+	m.lastErr = err
+	return nil // franz-go rejoins by itself; the engine sees the outcome as a rebalance
+}
+
+// Committed reads the group's committed offsets and metadata, waiting for
+// pending transactional commits (KIP-447: an unstable offset is retried).
+func (m *franzMember) Committed(ctx context.Context, tps []TP) (map[TP]int64, map[TP]string, error) {
+	cl, err := m.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = m.conf.group
+	req.RequireStable = true
+	topics, parts := byTopic(tps)
+	for _, t := range topics {
+		ft := kmsg.NewOffsetFetchRequestTopic()
+		ft.Topic = t
+		for _, tp := range parts[t] {
+			ft.Partitions = append(ft.Partitions, tp.Partition)
+		}
+		req.Topics = append(req.Topics, ft)
+	}
+	for {
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return nil, nil, franzErr(fmt.Sprintf("reading the committed offsets of group %q", m.conf.group), err)
+		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return nil, nil, m.offsetErr(err, "")
+		}
+		out := make(map[TP]int64, len(tps))
+		meta := map[TP]string{}
+		unstable := false
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				tp := TP{Topic: t.Topic, Partition: p.Partition}
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					if errors.Is(err, kerr.UnstableOffsetCommit) {
+						unstable = true
+						continue
+					}
+					return nil, nil, m.offsetErr(err, t.Topic)
+				}
+				off := p.Offset
+				if off < 0 {
+					off = -1
+				}
+				out[tp] = off
+				if p.Metadata != nil && *p.Metadata != "" {
+					meta[tp] = *p.Metadata
+				}
+			}
+		}
+		if !unstable {
+			return out, meta, nil
+		}
+		// A transaction holds offsets of these partitions: once it ends,
+		// they are stable.
+		select {
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("%w: offsets of group %q stay unstable (a transaction is pending): %w", ErrTransient, m.conf.group, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// offsetErr classifies an error of an offset fetch or commit.
+func (m *franzMember) offsetErr(err error, topic string) error {
+	switch {
+	case errors.Is(err, kerr.GroupAuthorizationFailed):
+		return deniedErr(fmt.Sprintf("READ on group %q", m.conf.group), err)
+	case errors.Is(err, kerr.TopicAuthorizationFailed):
+		return deniedErr(fmt.Sprintf("READ on topic %q", topic), err)
+	}
+	return franzErr("group "+m.conf.group, err)
+}
+
+// Commit commits offsets with their metadata for the member's current
+// generation: a member the group has moved on from is refused
+// (ILLEGAL_GENERATION), so a zombie never commits.
+func (m *franzMember) Commit(offsets map[TP]int64, meta map[TP]string) error {
+	if len(offsets) == 0 {
+		return nil
+	}
+	cl, err := m.client()
+	if err != nil {
+		return err
+	}
+	memberID, generation := cl.GroupMetadata()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.MemberID, req.Generation = m.conf.group, memberID, generation
+	if m.conf.instanceID != "" {
+		req.InstanceID = &m.conf.instanceID
+	}
+	tps := make([]TP, 0, len(offsets))
+	for tp := range offsets {
+		tps = append(tps, tp)
+	}
+	topics, parts := byTopic(tps)
+	for _, t := range topics {
+		ct := kmsg.NewOffsetCommitRequestTopic()
+		ct.Topic = t
+		for _, tp := range parts[t] {
+			p := kmsg.NewOffsetCommitRequestTopicPartition()
+			p.Partition, p.Offset, p.LeaderEpoch = tp.Partition, offsets[tp], -1
+			if md, ok := meta[tp]; ok {
+				p.Metadata = &md
+			}
+			ct.Partitions = append(ct.Partitions, p)
+		}
+		req.Topics = append(req.Topics, ct)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return franzErr(fmt.Sprintf("committing offsets of group %q", m.conf.group), err)
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return m.offsetErr(err, t.Topic)
+			}
+		}
+	}
+	return nil
+}
+
+func (m *franzMember) GroupMetadata() (any, error) {
+	cl, err := m.client()
+	if err != nil {
+		return nil, err
+	}
+	memberID, generation := cl.GroupMetadata()
+	return &franzGroupMetadata{group: m.conf.group, memberID: memberID, instanceID: m.conf.instanceID,
+		generation: generation, member: m}, nil
+}
+
+func (m *franzMember) client() (*kgo.Client, error) {
+	if m.cl == nil {
+		return nil, errors.New("kclient: not a group member (Subscribe was not called)")
+	}
+	return m.cl, nil
+}
+
+// Close leaves the group. franz-go revokes the assignment as it leaves;
+// that callback runs here, on the caller's goroutine, as serve would run
+// it.
+func (m *franzMember) Close() error {
+	if m.cl == nil {
+		return nil
+	}
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closing = true
+	m.mu.Unlock()
+	closed := make(chan struct{})
+	go func() {
+		m.cl.Close()
+		close(closed)
+	}()
+	var err error
+	for {
+		select {
+		case ev := <-m.events:
+			if herr := m.handle(ev); err == nil {
+				err = herr
+			}
+		case <-closed:
+			return err
+		}
+	}
+}
+
+// tpsOf lists a franz-go partition map in order.
+func tpsOf(m map[string][]int32) []TP {
+	var out []TP
+	for t, ps := range m {
+		for _, p := range ps {
+			out = append(out, TP{Topic: t, Partition: p})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
