@@ -28,23 +28,14 @@ func franzConfig(cfg Config) (clientConfig, error) {
 // NewConsumer makes a consumer: a reader of what Assign gives it, or a
 // group member once subscribed (the global tables' and the instance
 // directory's readers are the former).
-func NewConsumer(cfg Config) (Consumer, error) {
-	c, err := franzConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	f, err := newFetcher(c)
-	if err != nil {
-		return nil, err
-	}
-	f.reset, f.own = c.reset, true
-	return newGroupConsumer(newFranzMember(c), f), nil
-}
+func NewConsumer(cfg Config) (Consumer, error) { return newFranzConsumer(cfg, false) }
 
 // NewGroupConsumer makes a stream thread's consumer: a group member (its
 // own franz-go client, which fetches nothing) whose records come from the
 // fetcher, in stream-sized fetches (groupFetchMaxBytes).
-func NewGroupConsumer(cfg Config) (Consumer, error) {
+func NewGroupConsumer(cfg Config) (Consumer, error) { return newFranzConsumer(cfg, true) }
+
+func newFranzConsumer(cfg Config, stream bool) (Consumer, error) {
 	c, err := franzConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -54,8 +45,10 @@ func NewGroupConsumer(cfg Config) (Consumer, error) {
 		return nil, err
 	}
 	f.reset, f.own = c.reset, true
-	f.maxBytes, f.partBytes = groupFetchMaxBytes, groupFetchPartitionBytes
-	f.sizes(c)
+	if stream {
+		f.maxBytes, f.partBytes = groupFetchMaxBytes, groupFetchPartitionBytes
+		f.sizes(c)
+	}
 	return newGroupConsumer(newFranzMember(c), f), nil
 }
 

@@ -168,7 +168,12 @@ func (m *franzMember) serve(timeout time.Duration) error {
 		}
 		return nil
 	}
-	// What is due already first, then wait.
+	wait := closed
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		wait = t.C
+	}
 	for {
 		select {
 		case ev := <-m.events:
@@ -177,29 +182,18 @@ func (m *franzMember) serve(timeout time.Duration) error {
 			if err := m.groupErr(err); err != nil {
 				return err
 			}
-			continue
-		default:
-		}
-		break
-	}
-	if timeout <= 0 {
-		return nil
-	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		select {
-		case ev := <-m.events:
-			return m.handle(ev)
-		case err := <-m.errs:
-			if err := m.groupErr(err); err != nil {
-				return err
-			}
-		case <-t.C:
+		case <-wait:
 			return nil
 		}
 	}
 }
+
+// closed is always ready: serve's wait when it must not block.
+var closed = func() <-chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
 
 // groupErr classifies an error that ended a group session: a refused login
 // or a denied group stops the app; franz-go rejoins after anything else,
@@ -306,11 +300,7 @@ func (m *franzMember) Commit(offsets map[TP]int64, meta map[TP]string) error {
 	if m.conf.instanceID != "" {
 		req.InstanceID = &m.conf.instanceID
 	}
-	tps := make([]TP, 0, len(offsets))
-	for tp := range offsets {
-		tps = append(tps, tp)
-	}
-	topics, parts := byTopic(tps)
+	topics, parts := offsetsByTopic(offsets)
 	for _, t := range topics {
 		ct := kmsg.NewOffsetCommitRequestTopic()
 		ct.Topic = t
@@ -387,6 +377,16 @@ func (m *franzMember) Close() error {
 			return err
 		}
 	}
+}
+
+// offsetsByTopic lists the topics of offsets, in order, and each one's
+// partitions.
+func offsetsByTopic(offsets map[TP]int64) ([]string, map[string][]TP) {
+	tps := make([]TP, 0, len(offsets))
+	for tp := range offsets {
+		tps = append(tps, tp)
+	}
+	return byTopic(tps)
 }
 
 // tpsOf lists a franz-go partition map in order.

@@ -39,6 +39,9 @@ type franzProducer struct {
 	ctxMu  sync.Mutex
 	ctx    context.Context
 	cancel context.CancelFunc
+	// promise is delivered, bound once (a method value per record would
+	// allocate).
+	promise func(*kgo.Record, error)
 
 	inflight atomic.Int64 // records produced whose promise has not run
 
@@ -90,6 +93,7 @@ func newFranzProducer(conf clientConfig) (*franzProducer, error) {
 		p.maxRecord = 1_000_012
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.promise = p.delivered
 	return p, nil
 }
 
@@ -164,7 +168,7 @@ func (p *franzProducer) Produce(rec *rt.OutRecord) error {
 	p.ctxMu.Lock()
 	ctx := p.ctx
 	p.ctxMu.Unlock()
-	p.cl.Produce(ctx, r, p.delivered)
+	p.cl.Produce(ctx, r, p.promise)
 	return nil
 }
 
@@ -352,11 +356,7 @@ func (p *franzProducer) sendTxnOffsets(ctx context.Context, offsets map[TP]int64
 	if g.instanceID != "" {
 		req.InstanceID = &g.instanceID
 	}
-	tps := make([]TP, 0, len(offsets))
-	for tp := range offsets {
-		tps = append(tps, tp)
-	}
-	topics, parts := byTopic(tps)
+	topics, parts := offsetsByTopic(offsets)
 	for _, t := range topics {
 		ct := kmsg.NewTxnOffsetCommitRequestTopic()
 		ct.Topic = t
