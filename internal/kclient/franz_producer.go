@@ -76,6 +76,8 @@ type heldOffsets struct {
 
 func newFranzProducer(conf clientConfig) (*franzProducer, error) {
 	opts := append(append([]kgo.Opt{}, conf.conn...),
+		// Kafka's default (franz-go's is snappy): compression.type sets one.
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.MaxBufferedRecords(maxUnacked),
 		kgo.RecordPartitioner(eddyPartitioner{}),
 		kgo.ProducerLinger(10*time.Millisecond),

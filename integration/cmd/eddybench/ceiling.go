@@ -22,7 +22,9 @@ func ceilingFranz(ctx context.Context, brokers, group, in, out string, eos bool,
 		defer cl.Close()
 		last := time.Now()
 		for ctx.Err() == nil {
-			fs := cl.PollFetches(ctx)
+			pctx, cancel := context.WithDeadline(ctx, last.Add(every))
+			fs := cl.PollFetches(pctx)
+			cancel()
 			fs.EachRecord(func(r *kgo.Record) {
 				cl.Produce(ctx, &kgo.Record{Topic: out, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, nil)
 			})
