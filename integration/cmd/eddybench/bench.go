@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -164,14 +165,25 @@ func (b *bench) runAll() {
 				continue
 			}
 			r := row{workload: name, guarantee: g, unit: w.unit, res: map[string]result{}}
+			var systems []string
 			for _, sys := range []string{"ceiling", "ceiling-librdkafka", "eddy", "eddy-librdkafka", "kstreams"} {
-				if !b.o.want(b.o.systems, sys) || (strings.HasPrefix(sys, "ceiling") && name != "stateless") ||
-					(strings.HasSuffix(sys, "librdkafka") && b.o.librdkafkaBin == "") {
-					continue
+				if b.o.want(b.o.systems, sys) && (!strings.HasPrefix(sys, "ceiling") || name == "stateless") &&
+					(!strings.HasSuffix(sys, "librdkafka") || b.o.librdkafkaBin != "") {
+					systems = append(systems, sys)
 				}
-				res := b.runOne(w, sys, g)
-				r.res[sys] = res
-				fmt.Printf("  %-9s %-13s %-8s %s\n", name, g, sys, res)
+			}
+			// -repeat runs the systems in turns, and each keeps its median
+			// run by rate (a failed run counts as the slowest).
+			runs := map[string][]result{}
+			for range max(b.o.repeat, 1) {
+				for _, sys := range systems {
+					res := b.runOne(w, sys, g)
+					runs[sys] = append(runs[sys], res)
+					fmt.Printf("  %-9s %-13s %-8s %s\n", name, g, sys, res)
+				}
+			}
+			for sys, rs := range runs {
+				r.res[sys] = median(rs)
 			}
 			b.rows = append(b.rows, r)
 		}
@@ -191,6 +203,27 @@ func (b *bench) runAll() {
 	if b.o.want(b.o.only, "state") {
 		b.stateWorkload()
 	}
+}
+
+// median returns the run with the median rate (of an even count, the
+// slower of the two middle ones); failed runs count as the slowest.
+func median(rs []result) result {
+	sorted := slices.Clone(rs)
+	slices.SortFunc(sorted, func(a, b result) int {
+		switch {
+		case a.ok != b.ok:
+			if a.ok {
+				return 1
+			}
+			return -1
+		case a.rate < b.rate:
+			return -1
+		case a.rate > b.rate:
+			return 1
+		}
+		return 0
+	})
+	return sorted[(len(sorted)-1)/2]
 }
 
 func (r result) String() string {

@@ -47,6 +47,7 @@ func main() {
 	flag.StringVar(&o.svg, "svg", "", "write a chart of the run's records/s and memory to this SVG file")
 	flag.StringVar(&o.guarantees, "guarantees", "at_least_once,exactly_once", "comma-separated subset of guarantees")
 	flag.Float64Var(&o.scale, "scale", 1, "multiply every workload's record count by this")
+	flag.IntVar(&o.repeat, "repeat", 1, "run each system this many times, in turns, and keep its median run")
 	flag.StringVar(&o.kstreams, "kstreams-classpath", "", "classpath of bench/kstreams (scripts/bench.sh builds it)")
 	flag.IntVar(&o.latencyRate, "latency-rate", 20_000, "records/s produced in the latency run")
 	flag.DurationVar(&o.latencyFor, "latency-for", 20*time.Second, "how long the latency run produces")
@@ -68,7 +69,7 @@ type options struct {
 	brokers, only, systems, guarantees, kstreams string
 	client, librdkafkaBin, svg                   string
 	scale                                        float64
-	latencyRate, partitions, stateKeys           int
+	latencyRate, partitions, stateKeys, repeat   int
 	latencyFor                                   time.Duration
 }
 
