@@ -76,8 +76,8 @@ func (th *Thread) commit(final bool) error {
 		return th.commitFailed(err)
 	}
 	defer th.guarantee.offsetsSent() //nolint:errcheck // never left running, whatever the path out
-	for _, tk := range th.order {
-		if tk.restoring > 0 {
+	for _, tk := range th.tm.order {
+		if tk.state != taskRunning {
 			continue
 		}
 		if err := tk.t.Flush(); err != nil {
@@ -102,12 +102,7 @@ func (th *Thread) commit(final bool) error {
 	if err := th.applyStores(); err != nil {
 		return err
 	}
-	for tp, off := range offsets {
-		th.committed[tp] = off
-		if p := th.parts[tp]; p != nil && p.task.t.StreamTime() >= 0 {
-			th.committedTime[tp] = p.task.t.StreamTime()
-		}
-	}
+	th.tm.committedAt(offsets)
 	th.dirty = false
 	th.Health.up(th.log)
 	th.Stats.Commits.Add(1)
@@ -144,8 +139,8 @@ func (th *Thread) markSynced(at int64, final bool) bool {
 	if !final && at-th.syncedAt < syncedEvery.Milliseconds() {
 		return false
 	}
-	for _, tk := range th.order {
-		if tk.restoring > 0 {
+	for _, tk := range th.tm.order {
+		if tk.state != taskRunning {
 			continue
 		}
 		for _, s := range th.cfg.Program.Subtopologies[tk.id.Subtopology].Stores {
@@ -197,8 +192,8 @@ func (th *Thread) logEnds(ctx context.Context, tps []kclient.TP) (map[kclient.TP
 func (th *Thread) commitOffsets() (map[kclient.TP]int64, error) {
 	offsets := map[kclient.TP]int64{}
 	var drained []kclient.TP
-	for tp, p := range th.parts {
-		if p.task.restoring > 0 {
+	for tp, p := range th.tm.parts {
+		if p.task.state != taskRunning {
 			continue
 		}
 		if p.size() == 0 {
@@ -214,13 +209,13 @@ func (th *Thread) commitOffsets() (map[kclient.TP]int64, error) {
 			return nil, fmt.Errorf("reading consumer positions: %w", err)
 		}
 		for tp, off := range pos {
-			if off > offsets[tp] && (th.parts[tp].next >= 0 || off > th.committed[tp]) {
+			if off > offsets[tp] && (th.tm.parts[tp].next >= 0 || off > th.tm.committed[tp]) {
 				offsets[tp] = off
 			}
 		}
 	}
 	for tp, off := range offsets {
-		if c, ok := th.committed[tp]; ok && off <= c {
+		if c, ok := th.tm.committed[tp]; ok && off <= c {
 			delete(offsets, tp)
 		}
 	}
@@ -235,8 +230,8 @@ func (th *Thread) maybePurge() error {
 		return nil
 	}
 	before := map[kclient.TP]int64{}
-	for tp := range th.parts {
-		if off, ok := th.committed[tp]; ok && off > 0 && th.isRepartition(tp.Topic) {
+	for tp := range th.tm.parts {
+		if off, ok := th.tm.committed[tp]; ok && off > 0 && th.isRepartition(tp.Topic) {
 			before[tp] = off
 		}
 	}
@@ -273,7 +268,7 @@ func (th *Thread) isRepartition(topic string) bool {
 func (th *Thread) offsetMeta(offsets map[kclient.TP]int64) map[kclient.TP]string {
 	meta := make(map[kclient.TP]string, len(offsets))
 	for tp := range offsets {
-		if p := th.parts[tp]; p != nil {
+		if p := th.tm.parts[tp]; p != nil {
 			if ts := p.task.t.StreamTime(); ts >= 0 {
 				meta[tp] = encodeStreamTime(ts)
 			}

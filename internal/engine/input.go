@@ -47,12 +47,12 @@ func (p *partition) pop() *rt.RawRecord {
 // magnitude — so partitions are paused only while their task restores.
 func (th *Thread) poll() error {
 	buffered := 0
-	for _, p := range th.parts {
-		if p.task.restoring == 0 {
+	for _, p := range th.tm.parts {
+		if p.task.state == taskRunning {
 			buffered += p.size()
 		}
 	}
-	limit := th.cfg.MaxBufferedRecords * max(len(th.parts), 1)
+	limit := th.cfg.MaxBufferedRecords * max(len(th.tm.parts), 1)
 	if th.behind {
 		// A task waits for a partition whose records are on their way:
 		// they come after what the consumer holds, so take it even past
@@ -64,7 +64,7 @@ func (th *Thread) poll() error {
 		return nil
 	}
 	timeout := 50 * time.Millisecond
-	if (buffered > 0 && !th.behind) || len(th.restoring) > 0 {
+	if (buffered > 0 && !th.behind) || th.restore.active() {
 		timeout = 0
 	}
 	for ; buffered < limit; buffered++ {
@@ -89,7 +89,7 @@ func (th *Thread) poll() error {
 		if th.Health.isDown() {
 			th.Health.up(th.log)
 		}
-		p := th.parts[kclient.TP{Topic: r.Topic, Partition: r.Partition}]
+		p := th.tm.parts[kclient.TP{Topic: r.Topic, Partition: r.Partition}]
 		if p == nil {
 			continue // a partition no longer ours
 		}
@@ -160,8 +160,8 @@ func (th *Thread) process() error {
 	deadline := now.Add(100 * time.Millisecond)
 	for n := 0; n < 20_000; {
 		progressed := false
-		for _, tk := range th.order {
-			if tk.restoring > 0 {
+		for _, tk := range th.tm.order {
+			if tk.state != taskRunning {
 				continue
 			}
 			for i := 0; i < 100; i++ {
@@ -197,8 +197,8 @@ func (th *Thread) process() error {
 
 func (th *Thread) punctuateWallClock() error {
 	now := th.cfg.WallClock()
-	for _, tk := range th.order {
-		if tk.restoring > 0 {
+	for _, tk := range th.tm.order {
+		if tk.state != taskRunning {
 			continue
 		}
 		if err := tk.t.PunctuateWallClock(now); err != nil {

@@ -162,11 +162,11 @@ func (th *Thread) snapshot(force bool) {
 	}
 	th.snapshots.last, th.snapshots.restored = now, restored
 	var c Counts
-	for _, tk := range th.order {
-		ts := TaskSnapshot{ID: tk.id.String(), Restoring: tk.restoring > 0, StreamTime: tk.t.StreamTime()}
+	for _, tk := range th.tm.order {
+		ts := TaskSnapshot{ID: tk.id.String(), Restoring: tk.state != taskRunning, StreamTime: tk.t.StreamTime()}
 		for _, p := range tk.parts {
 			ps := PartitionSnapshot{Topic: p.tp.Topic, Partition: p.tp.Partition, Position: p.next, Committed: -1, Lag: -1, Buffered: p.size()}
-			if off, ok := th.committed[p.tp]; ok {
+			if off, ok := th.tm.committed[p.tp]; ok {
 				ps.Committed = off
 			}
 			if hw := th.hwm(p.tp); hw >= 0 {

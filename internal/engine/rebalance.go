@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/eddy-go/eddy/internal/kclient"
@@ -14,14 +15,18 @@ import (
 	"github.com/eddy-go/eddy/processor"
 )
 
-// onRebalance runs inside Consumer.Poll.
+// onRebalance runs inside Consumer.Poll. Under a cooperative assignor a
+// rebalance revokes only the partitions that move and assigns only the
+// ones that come: the thread's other tasks go on processing.
 func (th *Thread) onRebalance(rb kclient.Rebalance) error {
 	th.Stats.Rebalances.Add(1)
-	th.setState(ThreadRebalancing)
 	if len(rb.Revoked) > 0 {
-		th.revoke(rb.Lost)
+		th.revoke(rb.Revoked, rb.Lost)
 	}
-	if len(rb.Assigned) > 0 && th.cbErr == nil {
+	// An assignment, possibly of nothing new (the thread then runs what it
+	// has, or idles).
+	if (len(rb.Assigned) > 0 || len(rb.Revoked) == 0) && th.cbErr == nil {
+		th.setState(ThreadRebalancing)
 		if err := th.assign(rb.Assigned); err != nil {
 			// Some new task's stores were never restored (or even looked
 			// at): no task of this assignment may process or commit.
@@ -36,48 +41,92 @@ func (th *Thread) onRebalance(rb kclient.Rebalance) error {
 	return nil
 }
 
-// revoke commits (unless the partitions were lost) and closes every task.
-func (th *Thread) revoke(lost bool) {
+// revoke gives up partitions: it commits everything first (unless they
+// were lost), then closes the tasks that have none of their partitions
+// left. When every partition goes, or they were lost, every task is closed
+// (lost: without committing).
+func (th *Thread) revoke(tps []kclient.TP, lost bool) {
+	all := true
+	for tp := range th.tm.parts {
+		if !slices.Contains(tps, tp) {
+			all = false
+		}
+	}
 	if th.closing {
 		// Closing the consumer: a clean shutdown committed already; after
 		// an error there is nothing that may be committed.
 		if th.dirty || th.guarantee.pending() {
 			lost = true
 		} else {
-			th.tasks, th.order, th.parts = map[processor.TaskID]*task{}, nil, map[kclient.TP]*partition{}
+			th.tm.clear()
 			return
 		}
 	}
+	th.setState(ThreadRebalancing)
 	if !lost {
 		if err := th.commit(true); err != nil {
 			if errors.Is(err, errRejoin) {
 				th.cbErr = err
 			}
 			th.log.Warn("commit on revocation failed; closing tasks without committing", zap.Error(err))
-			lost = true
-		}
-	}
-	if lost {
-		th.log.Warn("partitions lost; dropping uncommitted work")
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		if err := th.dropUncommitted(ctx); err != nil && th.cbErr == nil {
-			// The transaction could not be aborted: start over with a new
-			// producer (its InitTransactions aborts it).
-			th.cbErr = fmt.Errorf("%w: aborting the transaction of lost partitions: %v", errRejoin, err)
-		}
-		cancel()
-		th.closeTasksDirty()
-	} else {
-		for _, tk := range th.order {
-			th.retireTask(tk.t)
-			if err := tk.t.Close(); err != nil {
-				th.log.Warn("closing task", zap.Stringer("task", tk.id), zap.Error(err))
+			if !all && th.cbErr == nil {
+				// The tasks it keeps go back to the last commit.
+				if err := th.abortAndRewind(err); err != nil {
+					th.cbErr = err
+				}
+			} else {
+				lost = true
 			}
 		}
 	}
-	th.dirty = false
-	th.forgetAssignment()
-	th.log.Info("partitions revoked", zap.Bool("lost", lost))
+	if lost || all {
+		if lost {
+			th.log.Warn("partitions lost; dropping uncommitted work")
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			if err := th.dropUncommitted(ctx); err != nil && th.cbErr == nil {
+				// The transaction could not be aborted: start over with a
+				// new producer (its InitTransactions aborts it).
+				th.cbErr = fmt.Errorf("%w: aborting the transaction of lost partitions: %v", errRejoin, err)
+			}
+			cancel()
+			th.closeTasksDirty()
+		} else {
+			th.closeTasks(th.tm.order)
+		}
+		th.dirty = false
+		th.forgetAssignment()
+		th.log.Info("partitions revoked", zap.Bool("lost", lost))
+		return
+	}
+	// A cooperative revocation: only the moved partitions' tasks close,
+	// once the commit's writes are in their stores.
+	th.waitStores()
+	var closed []*task
+	for _, tp := range tps {
+		if tk := th.tm.removePartition(tp); tk != nil {
+			closed = append(closed, tk)
+		}
+	}
+	th.closeTasks(closed)
+	ids := make([]string, len(closed))
+	for i, tk := range closed {
+		th.restore.drop(tk)
+		th.tm.removeTask(tk)
+		ids[i] = tk.id.String()
+	}
+	th.cfg.StateDirectory.ReleaseTasks(th.idx, ids)
+	th.snapshot(true)
+	th.log.Info("partitions revoked", zap.Int("partitions", len(tps)), zap.Strings("tasks", ids))
+}
+
+// closeTasks closes tasks whose work is committed.
+func (th *Thread) closeTasks(tasks []*task) {
+	for _, tk := range tasks {
+		th.retireTask(tk.t)
+		if err := tk.t.Close(); err != nil {
+			th.log.Warn("closing task", zap.Stringer("task", tk.id), zap.Error(err))
+		}
+	}
 }
 
 // dropUncommitted forgets everything since the last commit: the open
@@ -89,7 +138,7 @@ func (th *Thread) dropUncommitted(ctx context.Context) error {
 	clear(th.written)
 	th.wsP.Discard()
 	th.wsM.Discard()
-	for _, tk := range th.order {
+	for _, tk := range th.tm.order {
 		tk.t.Discard()
 	}
 	th.dirty = false
@@ -108,12 +157,8 @@ func (th *Thread) dropAssignment() {
 // forgetAssignment empties the thread's view of its assignment (its tasks
 // already closed): tasks, partitions, committed offsets, restores.
 func (th *Thread) forgetAssignment() {
-	th.tasks = map[processor.TaskID]*task{}
-	th.order = nil
-	th.parts = map[kclient.TP]*partition{}
-	th.committed = map[kclient.TP]int64{}
-	th.committedTime = map[kclient.TP]int64{}
-	th.clearRestore()
+	th.tm.clear()
+	th.restore.clear()
 	th.guarantee.forgetEnds()
 	th.waitStores()
 	th.cfg.StateDirectory.Release(th.idx)
@@ -135,109 +180,185 @@ func (th *Thread) waitStores() {
 func (th *Thread) closeTasksDirty() {
 	th.wsP.Discard()
 	th.wsM.Discard()
-	for _, tk := range th.order {
+	for _, tk := range th.tm.order {
 		tk.t.Discard()
 		th.retireTask(tk.t)
 		tk.t.Close()
 	}
-	th.tasks = map[processor.TaskID]*task{}
-	th.order = nil
+	th.tm.dropTasks()
 }
 
-// assign creates the tasks of the assigned partitions and starts restoring
-// their stores.
+// assign adds the tasks of newly assigned partitions, paused: they start
+// (startTasks) once their committed offsets and changelog ends can be
+// read, without holding back the thread's other tasks.
 func (th *Thread) assign(tps []kclient.TP) error {
-	// No deadline: a broker outage is waited out (retried with backoff)
-	// until the thread stops.
-	ctx := th.ctx
-	// Committed offsets first: under read_committed this waits until any
-	// transaction of the partitions' previous owner is resolved, so the
-	// changelog ends read next are final (KIP-447).
-	committed, meta, err := th.committedOffsets(ctx, tps)
-	if err != nil {
-		return fmt.Errorf("reading committed offsets: %w", err)
-	}
-	th.committed = committed
-	for _, tp := range tps {
-		if ts, ok := decodeStreamTime(meta[tp]); ok {
-			th.committedTime[tp] = ts
-		}
-	}
+	var added []*task
 	for _, tp := range tps {
 		for _, st := range th.cfg.Program.Subtopologies {
 			if !slices.ContainsFunc(st.SourceTopics, func(t string) bool { return th.resolved(t) == tp.Topic }) {
 				continue
 			}
 			id := processor.TaskID{Subtopology: st.ID, Partition: tp.Partition}
-			tk := th.tasks[id]
+			tk := th.tm.tasks[id]
 			if tk == nil {
 				t, err := th.newRTTask(id)
 				if err != nil {
 					return err
 				}
-				tk = &task{t: t, id: id}
-				th.tasks[id] = tk
-				th.order = append(th.order, tk)
+				tk = th.tm.addTask(id, t)
+				added = append(added, tk)
+			} else if tk.state == taskRunning {
+				// A running task gets a partition more: it starts again.
+				tk.state, tk.since = taskPending, time.Now()
+				added = append(added, tk)
 			}
-			p := &partition{tp: tp, task: tk, next: -1}
+			var consumed prometheus.Counter
 			if m := th.cfg.Metrics; m != nil {
-				p.consumed = m.Consumed.WithLabelValues(tp.Topic)
+				consumed = m.Consumed.WithLabelValues(tp.Topic)
 			}
-			tk.parts = append(tk.parts, p)
-			th.parts[tp] = p
+			th.tm.addPartition(tk, tp, consumed)
 		}
 	}
-	for _, tk := range th.order {
-		th.restoreStreamTime(tk)
-	}
-	slices.SortFunc(th.order, func(a, b *task) int {
-		if a.id.Subtopology != b.id.Subtopology {
-			return a.id.Subtopology - b.id.Subtopology
-		}
-		return int(a.id.Partition - b.id.Partition)
-	})
-	ids := make([]string, len(th.order))
-	for i, tk := range th.order {
+	var paused []kclient.TP
+	ids := make([]string, len(added))
+	for i, tk := range added {
 		ids[i] = tk.id.String()
+		for _, p := range tk.parts {
+			p.paused = true
+			paused = append(paused, p.tp)
+		}
+	}
+	if len(paused) > 0 {
+		if err := th.consumer.Pause(paused); err != nil {
+			return err
+		}
 	}
 	// From here on the instance's cleaner leaves the tasks' state alone.
 	th.cfg.StateDirectory.Own(th.idx, ids)
 	th.log.Info("partitions assigned", zap.Int("partitions", len(tps)), zap.Strings("tasks", ids))
-	if err := th.startRestore(ctx); err != nil {
+	th.snapshot(true) // interactive queries see the new assignment at once
+	return th.startTasks(true)
+}
+
+// startTasks moves the tasks not running yet along, without waiting: a
+// pending task's partitions' committed offsets are read (under
+// read_committed they cannot be while a transaction of their previous
+// owner is pending, KIP-447: a dead member's until it times out), a
+// starting task's changelogs' ends are read once no transaction is pending
+// on them, and then it restores (restore.go) or, with nothing to restore,
+// runs. Each call makes one attempt of each (every 50 ms at most, unless
+// now): a task that waits holds back none of the others.
+func (th *Thread) startTasks(now bool) error {
+	var pending, starting []*task
+	for _, tk := range th.tm.order {
+		switch tk.state {
+		case taskPending:
+			pending = append(pending, tk)
+		case taskStarting:
+			starting = append(starting, tk)
+		}
+	}
+	if len(pending) == 0 && len(starting) == 0 {
+		if now && !th.restore.active() {
+			th.setState(ThreadRunning) // an assignment of nothing to start
+		}
+		return nil
+	}
+	if !now && time.Since(th.lastStart) < 50*time.Millisecond {
+		return nil
+	}
+	th.lastStart = time.Now()
+	if len(pending) > 0 {
+		var tps []kclient.TP
+		for _, tk := range pending {
+			for _, p := range tk.parts {
+				tps = append(tps, p.tp)
+			}
+		}
+		ctx, cancel := context.WithTimeout(th.ctx, 200*time.Millisecond)
+		committed, meta, err := th.consumer.Committed(ctx, tps)
+		cancel()
+		switch {
+		case err == nil:
+			th.tm.readCommitted(committed, meta)
+			for _, tk := range pending {
+				th.restoreStreamTime(tk)
+				tk.state = taskStarting
+				starting = append(starting, tk)
+			}
+			th.Health.up(th.log)
+		case kclient.IsSecurity(err) || th.ctx.Err() != nil:
+			return fmt.Errorf("reading committed offsets: %w", err)
+		case kclient.IsTransient(err) || errors.Is(err, context.DeadlineExceeded):
+			th.waitingFor(pending, "reading the committed offsets (a transaction of the partitions' previous owner may be pending)", err)
+		default:
+			return fmt.Errorf("reading committed offsets: %w", err)
+		}
+	}
+	if len(starting) == 0 {
+		return nil
+	}
+	ready, err := th.startRestore(th.ctx, starting)
+	if err != nil {
 		return err
 	}
-	th.snapshot(true) // interactive queries see the new assignment at once
-	if len(th.restoring) == 0 {
+	return th.resumeTasks(ready)
+}
+
+// waitingFor says, now and then, what tasks not started yet wait for.
+func (th *Thread) waitingFor(tasks []*task, what string, err error) {
+	waited := time.Since(tasks[0].since)
+	switch {
+	case waited > 2*time.Minute && time.Since(th.lastWaitLog) > time.Minute:
+		// No transaction may last that long (transaction.max.timeout.ms
+		// is 15 minutes, eddy's own time out after 10 s).
+		th.lastWaitLog = time.Now()
+		th.log.Warn("new tasks have waited far longer than transactions last; the brokers may hold a hanging transaction (see kafka-transactions.sh find-hanging); waiting",
+			zap.String("for", what), zap.Duration("waited", waited.Round(time.Second)), zap.Error(err))
+	case waited > 2*time.Second && time.Since(th.lastWaitLog) > 5*time.Second:
+		th.lastWaitLog = time.Now()
+		th.log.Info("new tasks waiting", zap.String("for", what), zap.Int("tasks", len(tasks)),
+			zap.Duration("waited", waited.Round(time.Second)), zap.Error(err))
+	}
+}
+
+// resumeTasks starts tasks whose stores are ready: their input partitions
+// read from the committed offsets.
+func (th *Thread) resumeTasks(tasks []*task) error {
+	var resume []kclient.TP
+	for _, tk := range tasks {
+		tk.state = taskRunning
+		for _, p := range tk.parts {
+			resume = append(resume, p.tp)
+			p.paused = false
+		}
+	}
+	if len(resume) == 0 {
+		return nil
+	}
+	if err := th.consumer.Resume(resume); err != nil {
+		return err
+	}
+	// librdkafka drops what it prefetched for a partition paused before
+	// the application consumed from it, and resumes after that: start
+	// again from the committed offset explicitly.
+	for _, tp := range resume {
+		p := th.tm.parts[tp]
+		off, ok := th.tm.committed[tp]
+		if !ok || off < 0 {
+			off = -2 // nothing committed: the beginning
+		}
+		if err := th.consumer.Seek(tp, off); err != nil {
+			return fmt.Errorf("positioning %s at %d: %w", tp, off, err)
+		}
+		clear(p.buf)
+		p.buf, p.head, p.next = p.buf[:0], 0, -1
+	}
+	th.snapshot(true)
+	if !th.restore.active() && !th.tm.starting() {
 		th.setState(ThreadRunning)
 	}
 	return nil
-}
-
-// committedOffsets reads the group's committed offsets. Under
-// read_committed the read waits for any transaction of the partitions'
-// previous owner to be resolved (KIP-447), and after a broker restart the
-// group coordinator may still be loading: each attempt is bounded (5 s, then
-// 10 s, then 15 s) and retried until it works or the thread stops. The
-// clients are kept: replacing the consumer would start another rebalance of
-// the whole group (seen: a rebalance every minute for minutes).
-func (th *Thread) committedOffsets(ctx context.Context, tps []kclient.TP) (c map[kclient.TP]int64, meta map[kclient.TP]string, err error) {
-	attempt := 0
-	began, warned := time.Now(), time.Time{}
-	err = th.retry(ctx, "reading committed offsets", func() error {
-		attempt++
-		if waited := time.Since(began); th.cfg.ExactlyOnce && waited > 2*time.Minute && time.Since(warned) > time.Minute {
-			// Under read_committed the read waits while a transaction holds
-			// offsets of the group; none lasts that long.
-			warned = time.Now()
-			th.log.Warn("the group's committed offsets stay unstable far longer than transactions last; the brokers may hold a hanging transaction on the offsets topic (see kafka-transactions.sh find-hanging); waiting",
-				zap.Duration("for", waited.Round(time.Second)))
-		}
-		cctx, cancel := context.WithTimeout(ctx, time.Duration(min(attempt, 3))*5*time.Second)
-		defer cancel()
-		c, meta, err = th.consumer.Committed(cctx, tps)
-		return err
-	})
-	return c, meta, err
 }
 
 func (th *Thread) resolved(topic string) string {
@@ -255,11 +376,11 @@ func (th *Thread) shutdown() error {
 		return err
 	}
 	th.snapshot(true)
-	for _, tk := range th.order {
+	for _, tk := range th.tm.order {
 		th.retireTask(tk.t)
 		tk.t.Close()
 	}
-	th.tasks, th.order = map[processor.TaskID]*task{}, nil
+	th.tm.dropTasks()
 	return nil
 }
 
@@ -274,7 +395,7 @@ func (th *Thread) abortAndRewind(cause error) error {
 	if err != nil {
 		return fmt.Errorf("%w: aborting after %v: %w", errRejoin, cause, err)
 	}
-	for _, tk := range th.order {
+	for _, tk := range th.tm.order {
 		th.retireTask(tk.t)
 		tk.t.Close()
 		nt, err := th.newRTTask(tk.id)
@@ -284,8 +405,11 @@ func (th *Thread) abortAndRewind(cause error) error {
 		tk.t = nt
 		th.restoreStreamTime(tk)
 	}
-	for tp, p := range th.parts {
-		off, ok := th.committed[tp]
+	for tp, p := range th.tm.parts {
+		if p.task.state != taskRunning {
+			continue // positioned when it starts
+		}
+		off, ok := th.tm.committed[tp]
 		if !ok || off < 0 {
 			off = -2 // the beginning: nothing was ever committed
 		}
@@ -293,7 +417,7 @@ func (th *Thread) abortAndRewind(cause error) error {
 			return fmt.Errorf("rewinding %s to %d: %w", tp, off, err)
 		}
 		p.buf, p.head, p.next = p.buf[:0], 0, -1
-		if p.paused && p.task.restoring == 0 {
+		if p.paused {
 			if err := th.consumer.Resume([]kclient.TP{tp}); err == nil {
 				p.paused = false
 			}

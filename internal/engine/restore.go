@@ -49,21 +49,23 @@ type restoreTarget struct {
 
 const restoreBatch = 10_000
 
-// startRestore decides, for every logged store of the new tasks, what to
-// read from its changelog: from the offset the store holds to the
+// startRestore decides, for every logged store of tasks (starting), what
+// to read from its changelog: from the offset the store holds to the
 // changelog's end (its last stable offset). A store whose offset is outside
 // the changelog (the topic was truncated or recreated), or whose state is
 // older than its changelog keeps deletes (staleness), is wiped and read in
-// full. Tasks with something to read keep their input partitions paused
-// until done.
-func (th *Thread) startRestore(ctx context.Context) error {
+// full. It waits for nothing: while a transaction is pending on the
+// changelogs (or the brokers do not answer), the tasks stay starting and
+// the next call tries again. It returns the tasks with nothing to read;
+// the others restore, their input partitions paused until done.
+func (th *Thread) startRestore(ctx context.Context, tasks []*task) ([]*task, error) {
 	type want struct {
 		tk   *task
 		spec storage.Spec
 	}
 	wants := map[kclient.TP]want{}
 	var tps []kclient.TP
-	for _, tk := range th.order {
+	for _, tk := range tasks {
 		st := th.cfg.Program.Subtopologies[tk.id.Subtopology]
 		for _, s := range st.Stores {
 			spec := s.Builder.Spec()
@@ -76,12 +78,12 @@ func (th *Thread) startRestore(ctx context.Context) error {
 		}
 	}
 	if len(tps) == 0 {
-		return nil
+		return tasks, nil
 	}
 	began := th.cfg.WallClock()
-	start, end, err := th.stableEnds(ctx, tps)
-	if err != nil {
-		return err
+	start, end, stable, err := th.stableEnds(ctx, tps)
+	if err != nil || !stable {
+		return nil, err
 	}
 	th.guarantee.knowEnds(end)
 	// The changelogs' retention of deletes, for the stores that would
@@ -90,7 +92,7 @@ func (th *Thread) startRestore(ctx context.Context) error {
 	for tp, w := range wants {
 		stored, ok, err := storage.StoredOffset(th.backend(w.spec.Name), w.tk.id.String(), w.spec.Name)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if ok && stored >= start[tp] && stored < end[tp] && !slices.Contains(resuming, tp.Topic) {
 			resuming = append(resuming, tp.Topic)
@@ -98,17 +100,22 @@ func (th *Thread) startRestore(ctx context.Context) error {
 	}
 	var retention map[string]tombstoneRetention
 	if len(resuming) > 0 {
-		if retention, err = readRetentions(ctx, &th.Health, th.log, th.admin, th.resetAdmin, resuming); err != nil {
-			return err
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		retention, err = readRetentions(rctx, &th.Health, th.log, th.admin, th.resetAdmin, resuming)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			return nil, nil // the brokers do not answer: next time
 		}
 	}
-	var paused []kclient.TP
 	for tp, w := range wants {
 		b := th.backend(w.spec.Name)
 		task := w.tk.id.String()
 		stored, ok, err := storage.StoredOffset(b, task, w.spec.Name)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		lo, hi := start[tp], end[tp]
 		from, deadline := stored, int64(0)
@@ -118,7 +125,7 @@ func (th *Thread) startRestore(ctx context.Context) error {
 			// Up to date (a clean shutdown or hand-over), and nothing was
 			// written since: nothing can be missing.
 			if err := storage.SetSyncedAt(b, task, w.spec.Name, began); err != nil {
-				return err
+				return nil, err
 			}
 			continue
 		case !ok:
@@ -130,7 +137,7 @@ func (th *Thread) startRestore(ctx context.Context) error {
 		default:
 			synced, sok, err := storage.SyncedAt(b, task, w.spec.Name)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			r := retention[tp.Topic]
 			if wipe = staleness(began, synced, sok, r); wipe != "" {
@@ -143,41 +150,30 @@ func (th *Thread) startRestore(ctx context.Context) error {
 			}
 		}
 		if !ok || wipe != "" {
-			if err := th.restoreFromStart(b, task, w.spec.Name, began); err != nil {
-				return err
+			if err := restoreFromStart(b, task, w.spec.Name, began); err != nil {
+				return nil, err
 			}
 			from = lo
 			if hi == lo {
 				// An empty changelog: remember where it ends.
 				if err := storage.Restore(b, task, w.spec, nil, hi); err != nil {
-					return err
+					return nil, err
 				}
 				continue
 			}
 		}
-		th.restoring[tp] = &restoreTarget{task: w.tk, store: w.spec.Name, spec: w.spec, backend: b, start: lo, from: from, end: hi, last: -1,
-			durable: from, writer: storage.NewRestorer(b, task, w.spec), began: began, deadline: deadline}
-		w.tk.restoring++
-		th.Stats.RestoreRemaining.Add(hi - from)
-		th.Stats.RestoringChangelogParts.Add(1)
-		th.log.Info("restoring store", zap.String("task", task), zap.String("store", w.spec.Name),
-			zap.Int64("from", from), zap.Int64("to", hi), zap.Int64("records", hi-from))
+		th.restore.add(tp, &restoreTarget{task: w.tk, store: w.spec.Name, spec: w.spec, backend: b, start: lo, from: from, end: hi, last: -1,
+			durable: from, writer: storage.NewRestorer(b, task, w.spec), began: began, deadline: deadline})
 	}
-	for _, tk := range th.order {
+	var ready []*task
+	for _, tk := range tasks {
 		if tk.restoring > 0 {
-			for _, p := range tk.parts {
-				paused = append(paused, p.tp)
-				p.paused = true
-			}
+			tk.state = taskRestoring
+		} else {
+			ready = append(ready, tk)
 		}
 	}
-	if len(paused) > 0 {
-		if err := th.consumer.Pause(paused); err != nil {
-			return err
-		}
-	}
-	th.restoreAssign = false
-	return nil
+	return ready, nil
 }
 
 // restoreFromStart empties a store that is about to be restored from its
@@ -185,238 +181,247 @@ func (th *Thread) startRestore(ctx context.Context) error {
 // whatever part of the changelog it holds was read no earlier, and a
 // delete it has not read yet outlives the value it replaced by
 // delete.retention.ms (storage.SyncedAt).
-func (th *Thread) restoreFromStart(b storage.Backend, task, store string, began int64) error {
+func restoreFromStart(b storage.Backend, task, store string, began int64) error {
 	if err := storage.DropStore(b, task, store); err != nil {
 		return err
 	}
 	return storage.SetSyncedAt(b, task, store, began)
 }
 
-// stableEnds returns the changelogs' start and end offsets once no
-// transaction is pending on them: a previous owner's commit markers can
+// stableEnds returns the changelogs' start and end offsets, and whether
+// no transaction is pending on them: a previous owner's commit markers can
 // land on a changelog after its offset commit became visible, and a
-// crashed owner's open transaction is aborted only when it times out. Until
-// then the last stable offset would stop short of committed state.
-func (th *Thread) stableEnds(ctx context.Context, tps []kclient.TP) (start, end map[kclient.TP]int64, err error) {
-	began, lastLog := time.Now(), time.Now()
-	for {
-		var hwm map[kclient.TP]int64
-		err = retry(ctx, &th.Health, th.log, "reading changelog end offsets", func() error {
-			adm, err := th.admin()
-			if err != nil {
-				return err
+// crashed owner's open transaction is aborted only when it times out.
+// Until then the last stable offset would stop short of committed state.
+// One attempt: a broker that does not answer within a second counts as
+// not stable yet.
+func (th *Thread) stableEnds(ctx context.Context, tps []kclient.TP) (start, end map[kclient.TP]int64, stable bool, err error) {
+	adm, err := th.admin()
+	if err != nil {
+		return nil, nil, false, err
+	}
+	octx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	start, end, err = adm.Offsets(octx, tps, true)
+	var hwm map[kclient.TP]int64
+	if err == nil {
+		_, hwm, err = adm.Offsets(octx, tps, false)
+	}
+	if err != nil {
+		if kclient.IsTransient(err) || (octx.Err() != nil && ctx.Err() == nil) {
+			th.Health.down(th.log, "reading changelog end offsets", err)
+			th.adminFailures++
+			th.resetAdmin(th.adminFailures)
+			return nil, nil, false, nil
+		}
+		return nil, nil, false, fmt.Errorf("reading changelog end offsets: %w", err)
+	}
+	th.adminFailures = 0
+	var waiting []*task
+	for _, tp := range tps {
+		if end[tp] < hwm[tp] {
+			for _, tk := range th.tm.order {
+				if tk.id.Partition == tp.Partition && tk.state == taskStarting && !slices.Contains(waiting, tk) {
+					waiting = append(waiting, tk)
+				}
 			}
-			// Short attempts: a call stuck on a dead leader's metadata
-			// ends soon, and a client that keeps failing is replaced.
-			octx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			start, end, err = adm.Offsets(octx, tps, true)
-			if err == nil {
-				_, hwm, err = adm.Offsets(octx, tps, false)
-			}
-			return err
-		}, th.resetAdmin)
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading changelog end offsets: %w", err)
-		}
-		pending := 0
-		for _, tp := range tps {
-			if end[tp] < hwm[tp] {
-				pending++
-			}
-		}
-		if pending == 0 {
-			return start, end, nil
-		}
-		switch waited := time.Since(began); {
-		case waited > 2*time.Minute && time.Since(lastLog) > 30*time.Second:
-			// No transaction may last that long (transaction.max.timeout.ms
-			// is 15 minutes, eddy's own transactions time out after 10 s):
-			// say what the operator can look at.
-			lastLog = time.Now()
-			th.log.Warn("a transaction on changelogs stays open far longer than transactions last; the brokers may hold a hanging transaction (see kafka-transactions.sh find-hanging); waiting",
-				zap.Int("partitions", pending), zap.Duration("for", waited.Round(time.Second)))
-		case waited <= 2*time.Minute && time.Since(lastLog) > 2*time.Second:
-			lastLog = time.Now()
-			th.log.Info("waiting for transactions on changelogs to complete", zap.Int("partitions", pending))
-		}
-		select {
-		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("reading changelog end offsets: %w", ctx.Err())
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	if len(waiting) > 0 {
+		th.waitingFor(waiting, "transactions on their changelogs to complete", nil)
+		return nil, nil, false, nil
+	}
+	return start, end, true, nil
 }
 
-// restoreStep reads changelog records for up to 200ms, applying them in
-// batches; a changelog partition is done when the reader's position reaches
-// its end — by offset, since transaction markers and aborted records take
-// offsets but are never returned.
-func (th *Thread) restoreStep() error {
-	if th.restorer == nil {
-		c, err := th.newReader(cloneCfg(th.cfg.Restore))
-		if err != nil {
-			return fmt.Errorf("creating restore consumer: %w", err)
+// restorer reads changelogs into stores: the restores of a thread's new
+// tasks, as Kafka Streams' StoreChangelogReader. It owns its reader client
+// and its targets; the thread gives it targets (startRestore) and resumes
+// the tasks whose restores it finished.
+type restorer struct {
+	cfg    *Config
+	log    *zap.Logger
+	stats  *ThreadStats
+	health *Health
+	reader kclient.Reader // made when first needed
+	// targets: every changelog partition still being read.
+	targets map[kclient.TP]*restoreTarget
+	// assigned: the reader reads every target from its from; an added
+	// target or a restart from the start clears it.
+	assigned bool
+	logTime  time.Time
+}
+
+func newRestorer(cfg *Config, log *zap.Logger, stats *ThreadStats, health *Health) *restorer {
+	return &restorer{cfg: cfg, log: log, stats: stats, health: health, targets: map[kclient.TP]*restoreTarget{}}
+}
+
+// active reports whether a changelog is being read.
+func (r *restorer) active() bool { return len(r.targets) > 0 }
+
+// add starts reading a changelog partition into a store.
+func (r *restorer) add(tp kclient.TP, t *restoreTarget) {
+	r.targets[tp] = t
+	t.task.restoring++
+	r.stats.RestoreRemaining.Add(t.end - t.from)
+	r.stats.RestoringChangelogParts.Add(1)
+	r.assigned = false
+	r.log.Info("restoring store", zap.String("task", t.task.id.String()), zap.String("store", t.store),
+		zap.Int64("from", t.from), zap.Int64("to", t.end), zap.Int64("records", t.end-t.from))
+}
+
+// step reads changelog records for up to 200ms, applying them in batches,
+// and returns the tasks whose restores are now all done. A changelog
+// partition is done when the reader's position reaches its end — by
+// offset, since transaction markers and aborted records take offsets but
+// are never returned.
+func (r *restorer) step() ([]*task, error) {
+	if r.reader == nil {
+		var c kclient.Reader
+		var err error
+		if r.cfg.NewReader != nil {
+			c, err = r.cfg.NewReader(cloneCfg(r.cfg.Restore))
+		} else {
+			c, err = r.cfg.NewConsumer(cloneCfg(r.cfg.Restore))
 		}
-		th.restorer = c
+		if err != nil {
+			return nil, fmt.Errorf("creating restore consumer: %w", err)
+		}
+		r.reader = c
 	}
-	if !th.restoreAssign {
+	if !r.assigned {
 		offsets := map[kclient.TP]int64{}
-		for tp, t := range th.restoring {
+		for tp, t := range r.targets {
 			offsets[tp] = t.from
 		}
-		if err := th.restorer.Assign(offsets); err != nil {
-			return fmt.Errorf("assigning changelogs to the restore consumer: %w", err)
+		if err := r.reader.Assign(offsets); err != nil {
+			return nil, fmt.Errorf("assigning changelogs to the restore consumer: %w", err)
 		}
-		th.restoreAssign = true
+		r.assigned = true
 	}
 	deadline := time.Now().Add(200 * time.Millisecond)
 	var t *restoreTarget // the last record's, and its partition
 	var ttp kclient.TP
 	for i := 0; i&255 != 0 || time.Now().Before(deadline); i++ {
-		r, err := th.restorer.Poll(20 * time.Millisecond)
+		rec, err := r.reader.Poll(20 * time.Millisecond)
 		if err != nil {
 			if kclient.IsTransient(err) {
-				th.Health.down(th.log, "reading changelogs", err)
+				r.health.down(r.log, "reading changelogs", err)
 				break
 			}
-			return fmt.Errorf("restoring: %w", err)
+			return nil, fmt.Errorf("restoring: %w", err)
 		}
-		if r == nil {
+		if rec == nil {
 			break
 		}
-		if tp := (kclient.TP{Topic: r.Topic, Partition: r.Partition}); t == nil || tp != ttp {
-			t, ttp = th.restoring[tp], tp
+		if tp := (kclient.TP{Topic: rec.Topic, Partition: rec.Partition}); t == nil || tp != ttp {
+			t, ttp = r.targets[tp], tp
 		}
-		if t == nil || r.Offset >= t.end {
+		if t == nil || rec.Offset >= t.end {
 			continue
 		}
-		t.pending = append(t.pending, storage.ChangelogRecord{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp})
-		t.last = r.Offset
+		t.pending = append(t.pending, storage.ChangelogRecord{Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp})
+		t.last = rec.Offset
 		if len(t.pending) >= restoreBatch {
-			if err := th.applyRestore(t, t.last+1); err != nil {
-				return err
+			if err := r.apply(t, t.last+1); err != nil {
+				return nil, err
 			}
 		}
 	}
-	tps := make([]kclient.TP, 0, len(th.restoring))
-	for tp := range th.restoring {
+	tps := make([]kclient.TP, 0, len(r.targets))
+	for tp := range r.targets {
 		tps = append(tps, tp)
 	}
-	pos, err := th.restorer.Position(tps)
+	pos, err := r.reader.Position(tps)
 	if err != nil {
-		return fmt.Errorf("restore positions: %w", err)
+		return nil, fmt.Errorf("restore positions: %w", err)
 	}
-	var resume []kclient.TP
-	for tp, t := range th.restoring {
+	var done []*task
+	for tp, t := range r.targets {
 		if pos[tp] < t.end {
 			continue
 		}
-		if now := th.cfg.WallClock(); t.deadline > 0 && now >= t.deadline {
+		if now := r.cfg.WallClock(); t.deadline > 0 && now >= t.deadline {
 			// Deletes written after the kept state may have been compacted
 			// away before this restore read them.
-			if err := th.restoreAgainInFull(tp, t, now); err != nil {
-				return err
+			if err := r.againInFull(tp, t, now); err != nil {
+				return nil, err
 			}
 			continue
 		}
-		if err := th.applyRestore(t, t.end); err != nil {
-			return err
+		if err := r.finish(t); err != nil {
+			return nil, err
 		}
-		if err := t.writer.Finish(t.end); err != nil {
-			return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.task.id, err)
-		}
-		if err := storage.SetSyncedAt(t.backend, t.task.id.String(), t.store, t.began); err != nil {
-			return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.task.id, err)
-		}
-		th.countRestored(t)
-		t.writer.Close()
-		delete(th.restoring, tp)
-		th.Stats.RestoringChangelogParts.Add(-1)
-		t.task.restoring--
-		th.log.Info("store restored", zap.String("task", t.task.id.String()), zap.String("store", t.store),
-			zap.Int64("records", t.restored))
+		delete(r.targets, tp)
 		if t.task.restoring == 0 {
-			for _, p := range t.task.parts {
-				resume = append(resume, p.tp)
-				p.paused = false
-			}
+			done = append(done, t.task)
 		}
 	}
-	if time.Since(th.restoreLogTime) > 5*time.Second && len(th.restoring) > 0 {
-		th.restoreLogTime = time.Now()
-		th.log.Info("restoring", zap.Int("changelog_partitions", len(th.restoring)),
-			zap.Int64("remaining_records", th.Stats.RestoreRemaining.Load()))
+	if time.Since(r.logTime) > 5*time.Second && len(r.targets) > 0 {
+		r.logTime = time.Now()
+		r.log.Info("restoring", zap.Int("changelog_partitions", len(r.targets)),
+			zap.Int64("remaining_records", r.stats.RestoreRemaining.Load()))
 	}
-	if len(resume) > 0 {
-		if err := th.consumer.Resume(resume); err != nil {
-			return err
-		}
-		// librdkafka drops what it prefetched for a partition paused
-		// before the application consumed from it, and resumes after
-		// that: start again from the committed offset explicitly.
-		for _, tp := range resume {
-			p := th.parts[tp]
-			off, ok := th.committed[tp]
-			if !ok || off < 0 {
-				off = -2 // nothing committed: the beginning
-			}
-			if err := th.consumer.Seek(tp, off); err != nil {
-				return fmt.Errorf("positioning %s at %d after restore: %w", tp, off, err)
-			}
-			clear(p.buf)
-			p.buf, p.head, p.next = p.buf[:0], 0, -1
-		}
+	if len(r.targets) == 0 {
+		r.clear()
 	}
-	if len(th.restoring) == 0 {
-		th.clearRestore()
-		th.snapshot(true)
-		th.setState(ThreadRunning)
+	return done, nil
+}
+
+// finish makes a target's store durable at its changelog's end, with the
+// synced time of its restore (storage.SyncedAt).
+func (r *restorer) finish(t *restoreTarget) error {
+	if err := r.apply(t, t.end); err != nil {
+		return err
 	}
+	if err := t.writer.Finish(t.end); err != nil {
+		return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.task.id, err)
+	}
+	if err := storage.SetSyncedAt(t.backend, t.task.id.String(), t.store, t.began); err != nil {
+		return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.task.id, err)
+	}
+	r.count(t)
+	t.writer.Close()
+	r.stats.RestoringChangelogParts.Add(-1)
+	t.task.restoring--
+	r.log.Info("store restored", zap.String("task", t.task.id.String()), zap.String("store", t.store),
+		zap.Int64("records", t.restored))
 	return nil
 }
 
-// restoreAgainInFull starts the restore of a store that resumed kept state
-// again from its changelog's start: it read the changelog's tail too late
-// (past the target's deadline). The other targets' pending records are
-// written first, since every target is read again from where it stands.
-func (th *Thread) restoreAgainInFull(tp kclient.TP, t *restoreTarget, now int64) error {
+// againInFull starts the restore of a store that resumed kept state again
+// from its changelog's start: it read the changelog's tail too late (past
+// the target's deadline). The other targets' pending records are written
+// first, since every target is read again from where it stands.
+func (r *restorer) againInFull(tp kclient.TP, t *restoreTarget, now int64) error {
 	task := t.task.id.String()
-	th.cfg.StateDirectory.Rebuilt.Add(1)
-	th.log.Info("restoring a store again in full: reading its changelog took longer than the changelog keeps deletes past the state's last sync",
+	r.cfg.StateDirectory.Rebuilt.Add(1)
+	r.log.Info("restoring a store again in full: reading its changelog took longer than the changelog keeps deletes past the state's last sync",
 		zap.String("task", task), zap.String("store", t.store), zap.Duration("late_by", time.Duration(now-t.deadline)*time.Millisecond))
-	for otp, o := range th.restoring {
+	for otp, o := range r.targets {
 		if otp != tp && len(o.pending) > 0 {
-			if err := th.applyRestore(o, o.last+1); err != nil {
+			if err := r.apply(o, o.last+1); err != nil {
 				return err
 			}
 		}
 	}
 	t.writer.Close()
-	if err := th.restoreFromStart(t.backend, task, t.store, now); err != nil {
+	if err := restoreFromStart(t.backend, task, t.store, now); err != nil {
 		return fmt.Errorf("restoring store %s of task %s: %w", t.store, task, err)
 	}
-	th.Stats.RestoreRemaining.Add(t.durable - t.start) // what it had restored is to read again
+	r.stats.RestoreRemaining.Add(t.durable - t.start) // what it had restored is to read again
 	t.from, t.durable, t.last, t.restored = t.start, t.start, -1, 0
 	t.pending = t.pending[:0]
 	t.began, t.deadline = now, 0
 	t.writer = storage.NewRestorer(t.backend, task, t.spec)
-	th.restoreAssign = false
+	r.assigned = false
 	return nil
 }
 
-// newReader makes a changelog reader: cfg.NewReader's, else a consumer.
-func (th *Thread) newReader(c kclient.Config) (kclient.Reader, error) {
-	if th.cfg.NewReader != nil {
-		return th.cfg.NewReader(c)
-	}
-	return th.cfg.NewConsumer(c)
-}
-
-// applyRestore writes a target's pending records, next being the changelog
+// apply writes a target's pending records, next being the changelog
 // offset after them (durable, with next stored, at the latest when the
 // target's writer finishes).
-func (th *Thread) applyRestore(t *restoreTarget, next int64) error {
+func (r *restorer) apply(t *restoreTarget, next int64) error {
 	buf, err := t.writer.Write(t.pending, next)
 	if err != nil {
 		return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.task.id, err)
@@ -426,34 +431,62 @@ func (th *Thread) applyRestore(t *restoreTarget, next int64) error {
 		buf = make([]storage.ChangelogRecord, 0, restoreBatch)
 	}
 	t.pending = buf[:0]
-	th.countRestored(t)
+	r.count(t)
 	return nil
 }
 
-// countRestored moves the restore metrics by what became durable: a record
-// counts as restored once a crash would not make the restore read it again.
-func (th *Thread) countRestored(t *restoreTarget) {
+// count moves the restore metrics by what became durable: a record counts
+// as restored once a crash would not make the restore read it again.
+func (r *restorer) count(t *restoreTarget) {
 	next, n := t.writer.Durable()
 	if n > t.restored {
-		th.Stats.RestoredRecords.Add(n - t.restored)
+		r.stats.RestoredRecords.Add(n - t.restored)
 		t.restored = n
 	}
 	if next > t.durable {
-		th.Stats.RestoreRemaining.Add(-(next - t.durable))
+		r.stats.RestoreRemaining.Add(-(next - t.durable))
 		t.durable = next
 	}
 }
 
-func (th *Thread) clearRestore() {
-	for _, t := range th.restoring {
+// drop stops the restores of a task that goes away (what they stored
+// stays, to be read on from its offset).
+func (r *restorer) drop(tk *task) {
+	for tp, t := range r.targets {
+		if t.task == tk {
+			t.writer.Close()
+			r.stats.RestoringChangelogParts.Add(-1)
+			r.stats.RestoreRemaining.Add(-(t.end - t.durable))
+			delete(r.targets, tp)
+			r.assigned = false
+		}
+	}
+	if len(r.targets) == 0 {
+		r.clear()
+	}
+}
+
+// clear stops every restore (what each stored stays, to be read on from
+// its offset) and closes the reader.
+func (r *restorer) clear() {
+	for _, t := range r.targets {
 		t.writer.Close()
-		th.Stats.RestoringChangelogParts.Add(-1)
+		r.stats.RestoringChangelogParts.Add(-1)
 	}
-	th.restoring = map[kclient.TP]*restoreTarget{}
-	th.Stats.RestoreRemaining.Store(0)
-	if th.restorer != nil {
-		th.restorer.Close()
-		th.restorer = nil
+	r.targets = map[kclient.TP]*restoreTarget{}
+	r.stats.RestoreRemaining.Store(0)
+	if r.reader != nil {
+		r.reader.Close()
+		r.reader = nil
 	}
-	th.restoreAssign = false
+	r.assigned = false
+}
+
+// restoreStep advances the restores and runs the tasks they finished.
+func (th *Thread) restoreStep() error {
+	done, err := th.restore.step()
+	if err != nil {
+		return err
+	}
+	return th.resumeTasks(done)
 }

@@ -84,6 +84,20 @@ func (d *StateDirectory) Release(thread int) {
 	}
 }
 
+// ReleaseTasks records that thread no longer owns tasks (their state is
+// written: commits applied, restores closed).
+func (d *StateDirectory) ReleaseTasks(thread int, tasks []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.now()
+	for _, t := range tasks {
+		if o, ok := d.owners[t]; ok && o == thread {
+			delete(d.owners, t)
+			d.released[t] = now
+		}
+	}
+}
+
 // Owned reports whether a thread owns task.
 func (d *StateDirectory) Owned(task string) bool {
 	d.mu.Lock()

@@ -3,23 +3,149 @@ package engine
 import (
 	"encoding/base64"
 	"encoding/binary"
+	"slices"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eddy-go/eddy/internal/storage"
 
 	"go.uber.org/zap"
 
+	"github.com/eddy-go/eddy/internal/kclient"
 	"github.com/eddy-go/eddy/internal/rt"
 	"github.com/eddy-go/eddy/processor"
 )
 
 // task is one task of the thread: its runtime task and input partitions.
 type task struct {
-	t         *rt.Task
-	id        processor.TaskID
-	parts     []*partition
+	t     *rt.Task
+	id    processor.TaskID
+	parts []*partition
+	state taskState
+	// since: when it was assigned (how long a task not started waits).
+	since     time.Time
 	restoring int // changelog partitions still restoring
 	idleSince time.Time
+}
+
+// taskState is where a task is on its way from assigned to running. Only
+// a running task processes, punctuates and commits; the others' partitions
+// are paused.
+type taskState int8
+
+const (
+	// taskPending: its partitions' committed offsets are not read yet
+	// (a transaction of their previous owner may be pending).
+	taskPending taskState = iota
+	// taskStarting: its changelogs' ends are not read yet (a transaction
+	// may be pending on them).
+	taskStarting
+	// taskRestoring: its changelogs are being read into its stores.
+	taskRestoring
+	taskRunning
+)
+
+// taskManager owns a thread's assignment: its tasks (in id order too, for
+// fair processing), their input partitions, and the group's committed
+// offsets and stream times it read for them. Only its methods reset them.
+type taskManager struct {
+	tasks map[processor.TaskID]*task
+	order []*task
+	parts map[kclient.TP]*partition
+	// committed: the group's committed offset of each partition, as read
+	// at assignment and moved by each commit.
+	committed map[kclient.TP]int64
+	// committedTime: the stream time committed with each partition's
+	// offset, restored into tasks (re)built for it.
+	committedTime map[kclient.TP]int64
+}
+
+// clear forgets the whole assignment (its tasks already closed).
+func (m *taskManager) clear() {
+	m.dropTasks()
+	m.parts = map[kclient.TP]*partition{}
+	m.committed = map[kclient.TP]int64{}
+	m.committedTime = map[kclient.TP]int64{}
+}
+
+// dropTasks forgets the tasks (already closed), keeping what was read of
+// the partitions.
+func (m *taskManager) dropTasks() {
+	m.tasks = map[processor.TaskID]*task{}
+	m.order = nil
+}
+
+// readCommitted takes the group's committed offsets and their metadata (the
+// stream times) for newly assigned partitions.
+func (m *taskManager) readCommitted(offsets map[kclient.TP]int64, meta map[kclient.TP]string) {
+	for tp, off := range offsets {
+		m.committed[tp] = off
+		if ts, ok := decodeStreamTime(meta[tp]); ok {
+			m.committedTime[tp] = ts
+		}
+	}
+}
+
+// committedAt records a commit of offsets, with each partition's task's
+// stream time as of it.
+func (m *taskManager) committedAt(offsets map[kclient.TP]int64) {
+	for tp, off := range offsets {
+		m.committed[tp] = off
+		if p := m.parts[tp]; p != nil && p.task.t.StreamTime() >= 0 {
+			m.committedTime[tp] = p.task.t.StreamTime()
+		}
+	}
+}
+
+// addTask adds a task (pending), keeping the id order.
+func (m *taskManager) addTask(id processor.TaskID, t *rt.Task) *task {
+	tk := &task{t: t, id: id, since: time.Now()}
+	m.tasks[id] = tk
+	i, _ := slices.BinarySearchFunc(m.order, tk, func(a, b *task) int {
+		if a.id.Subtopology != b.id.Subtopology {
+			return a.id.Subtopology - b.id.Subtopology
+		}
+		return int(a.id.Partition - b.id.Partition)
+	})
+	m.order = slices.Insert(m.order, i, tk)
+	return tk
+}
+
+// addPartition adds an input partition of tk.
+func (m *taskManager) addPartition(tk *task, tp kclient.TP, consumed prometheus.Counter) {
+	p := &partition{tp: tp, task: tk, next: -1, consumed: consumed}
+	tk.parts = append(tk.parts, p)
+	m.parts[tp] = p
+}
+
+// removePartition forgets a partition; when its task has none left, the
+// task is returned (to be closed, then removeTask).
+func (m *taskManager) removePartition(tp kclient.TP) *task {
+	p := m.parts[tp]
+	if p == nil {
+		return nil
+	}
+	delete(m.parts, tp)
+	delete(m.committed, tp)
+	delete(m.committedTime, tp)
+	tk := p.task
+	tk.parts = slices.DeleteFunc(tk.parts, func(q *partition) bool { return q == p })
+	if len(tk.parts) == 0 {
+		return tk
+	}
+	return nil
+}
+
+// removeTask forgets a closed task.
+func (m *taskManager) removeTask(tk *task) {
+	delete(m.tasks, tk.id)
+	m.order = slices.DeleteFunc(m.order, func(t *task) bool { return t == tk })
+}
+
+// starting reports whether a task waits to start (pending or starting).
+func (m *taskManager) starting() bool {
+	return slices.ContainsFunc(m.order, func(tk *task) bool { return tk.state == taskPending || tk.state == taskStarting })
 }
 
 func (th *Thread) writeSet(store string) *storage.WriteSet {
@@ -76,7 +202,7 @@ func decodeStreamTime(meta string) (int64, bool) {
 // for its partitions.
 func (th *Thread) restoreStreamTime(tk *task) {
 	for _, p := range tk.parts {
-		if ts, ok := th.committedTime[p.tp]; ok {
+		if ts, ok := th.tm.committedTime[p.tp]; ok {
 			tk.t.AdvanceStreamTime(ts)
 		}
 	}

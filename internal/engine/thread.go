@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/eddy-go/eddy/internal/kclient"
-	"github.com/eddy-go/eddy/processor"
 )
 
 // Thread is one stream thread: one goroutine owning a consumer, a producer,
@@ -25,11 +24,15 @@ import (
 //     record by timestamp, processing and wall-clock punctuation;
 //   - commit.go: the commit sequence and the offsets it commits;
 //     guarantee.go: the one place exactly-once and at-least-once differ;
-//   - rebalance.go: assignment, revocation, shutdown, and rewinding to the
-//     last commit;
-//   - restore.go: reading changelogs into stores before tasks process;
+//   - rebalance.go: assignment (tasks start one by one, none waiting for
+//     another: startTasks), revocation (all, or under the cooperative
+//     assignor the moving partitions' tasks only), shutdown, and rewinding
+//     to the last commit;
+//   - restore.go: the restorer, reading changelogs into stores before
+//     tasks process;
 //   - failure.go: what the thread does about each kind of error;
-//   - tasks.go: building tasks, stream time across restarts;
+//   - tasks.go: the task manager (tasks, partitions, committed offsets,
+//     task states), building tasks, stream time across restarts;
 //   - metrics.go: counters and snapshots for /state and interactive queries.
 type Thread struct {
 	idx int
@@ -39,8 +42,10 @@ type Thread struct {
 
 	consumer kclient.Consumer
 	producer kclient.Producer
-	restorer kclient.Reader
 	adm      kclient.Admin // the thread's own; see admin()
+	// adminFailures counts the admin client's failures in a row (it is
+	// replaced every third).
+	adminFailures int
 	// guarantee wraps the producer and consumer in what the processing
 	// guarantee does around the records sent between commits.
 	guarantee guarantee
@@ -48,13 +53,8 @@ type Thread struct {
 	wsP, wsM *storage.WriteSet
 	cache    *storage.Cache
 
-	tasks     map[processor.TaskID]*task
-	order     []*task // tasks in id order, for fair processing
-	parts     map[kclient.TP]*partition
-	committed map[kclient.TP]int64
-	// committedTime: the stream time committed with each partition's
-	// offset, restored into tasks (re)built for it.
-	committedTime map[kclient.TP]int64
+	// tm owns the assignment: tasks, partitions, committed offsets.
+	tm taskManager
 
 	// dirty: records were processed or sent since the last commit.
 	dirty bool
@@ -79,9 +79,11 @@ type Thread struct {
 	// positions past them).
 	closing bool
 
-	restoring      map[kclient.TP]*restoreTarget
-	restoreAssign  bool
-	restoreLogTime time.Time
+	// restore reads the changelogs of new tasks into their stores.
+	restore *restorer
+	// lastStart: the last attempt to start tasks not running yet;
+	// lastWaitLog: when it last said what they wait for.
+	lastStart, lastWaitLog time.Time
 
 	Stats ThreadStats
 	// Health says whether the brokers answer this thread (health.go).
@@ -179,12 +181,8 @@ func (th *Thread) transactionalID() string {
 
 // reset forgets everything of the previous session.
 func (th *Thread) reset() {
-	th.tasks = map[processor.TaskID]*task{}
-	th.order = nil
-	th.parts = map[kclient.TP]*partition{}
-	th.committed = map[kclient.TP]int64{}
-	th.committedTime = map[kclient.TP]int64{}
-	th.restoring = map[kclient.TP]*restoreTarget{}
+	th.tm.clear()
+	th.restore = newRestorer(th.cfg, th.log, &th.Stats, &th.Health)
 	th.dirty, th.cbErr, th.closing = false, nil, false
 	th.syncedAt = 0
 	th.written = map[kclient.TP]*changelogRef{}
@@ -224,7 +222,7 @@ func (th *Thread) session(ctx context.Context) (err error) {
 		if !clean {
 			th.closeTasksDirty()
 		}
-		th.clearRestore() // a restore cut short keeps what it stored
+		th.restore.clear() // a restore cut short keeps what it stored
 		th.closing = true
 		if cerr := th.consumer.Close(); cerr != nil && err == nil && clean {
 			th.log.Warn("closing consumer", zap.Error(cerr))
@@ -274,7 +272,10 @@ func (th *Thread) step() error {
 	if th.cbErr != nil {
 		return th.cbErr
 	}
-	if len(th.restoring) > 0 {
+	if err := th.startTasks(false); err != nil {
+		return err
+	}
+	if th.restore.active() {
 		if err := th.restoreStep(); err != nil {
 			return err
 		}

@@ -117,7 +117,7 @@ func (c *consumer) Subscribe(topics []string, onRebalance func(Rebalance) error)
 // subscribe joins the group; assigned, when set, runs once librdkafka was
 // given an assignment and before onRebalance hears of it, revoked after
 // onRebalance heard of a revocation and librdkafka let the partitions go.
-func (c *consumer) subscribe(topics []string, onRebalance func(Rebalance) error, assigned func([]kafka.TopicPartition) error, revoked func()) error {
+func (c *consumer) subscribe(topics []string, onRebalance func(Rebalance) error, assigned func([]kafka.TopicPartition) error, revoked func([]TP)) error {
 	c.subscribed = true
 	return c.c.SubscribeTopics(topics, func(kc *kafka.Consumer, ev kafka.Event) error {
 		switch e := ev.(type) {
@@ -145,7 +145,7 @@ func (c *consumer) subscribe(topics []string, onRebalance func(Rebalance) error,
 				err = uerr
 			}
 			if revoked != nil {
-				revoked()
+				revoked(tps)
 			}
 			return err
 		}

@@ -13,7 +13,7 @@ import (
 // callbacks.
 type librdkafkaMember struct{ *consumer }
 
-func (m librdkafkaMember) subscribe(topics []string, onRebalance func(Rebalance) error, assigned func([]TP) error, revoked func()) error {
+func (m librdkafkaMember) subscribe(topics []string, onRebalance func(Rebalance) error, assigned func([]TP) error, revoked func([]TP)) error {
 	return m.consumer.subscribe(topics, onRebalance, func(parts []kafka.TopicPartition) error {
 		// librdkafka keeps the assignment but reads none of it.
 		if err := m.c.Pause(parts); err != nil {

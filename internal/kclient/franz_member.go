@@ -20,9 +20,10 @@ import (
 // (which a groupConsumer's Poll calls); the records come from the fetcher.
 type member interface {
 	// subscribe joins the group on topics. assigned runs once the member
-	// has an assignment and before onRebalance hears of it; revoked after
-	// onRebalance heard of a revocation and the member let it go.
-	subscribe(topics []string, onRebalance func(Rebalance) error, assigned func([]TP) error, revoked func()) error
+	// has partitions added and before onRebalance hears of them; revoked
+	// after onRebalance heard of a revocation (of every partition, or under
+	// a cooperative assignor of some) and the member let them go.
+	subscribe(topics []string, onRebalance func(Rebalance) error, assigned func([]TP) error, revoked func([]TP)) error
 	// serve runs the rebalance callbacks due, waiting up to timeout for
 	// one, and returns an error the group reported (a refused login, a
 	// denied group).
@@ -51,7 +52,7 @@ type franzMember struct {
 	// The stream thread's, set by subscribe.
 	onRebalance func(Rebalance) error
 	assigned    func([]TP) error
-	revoked     func()
+	revoked     func([]TP)
 	lastErr     error // the last group error returned, not to repeat it
 
 	mu      sync.Mutex // guards closing
@@ -86,7 +87,7 @@ func (h groupErrorHook) OnGroupManageError(err error) {
 	}
 }
 
-func (m *franzMember) subscribe(topics []string, onRebalance func(Rebalance) error, assigned func([]TP) error, revoked func()) error {
+func (m *franzMember) subscribe(topics []string, onRebalance func(Rebalance) error, assigned func([]TP) error, revoked func([]TP)) error {
 	if m.cl != nil {
 		return errors.New("kclient: subscribed already")
 	}
@@ -156,7 +157,7 @@ func (m *franzMember) handle(ev memberEvent) error {
 	}
 	err := m.onRebalance(ev.rb)
 	if len(ev.rb.Revoked) > 0 && m.revoked != nil {
-		m.revoked()
+		m.revoked(ev.rb.Revoked)
 	}
 	return err
 }

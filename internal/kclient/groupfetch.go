@@ -76,12 +76,15 @@ func (g *groupConsumer) Subscribe(topics []string, onRebalance func(Rebalance) e
 			delete(g.paused, tp)
 		}
 		return nil
-	}, func() {
+	}, func(tps []TP) {
 		g.halt()
-		clear(g.pos)
-		clear(g.paused)
-		clear(g.committed)
-		g.restart = false
+		for _, tp := range tps {
+			delete(g.pos, tp)
+			delete(g.paused, tp)
+			delete(g.committed, tp)
+		}
+		// A cooperative rebalance took some: the rest read on.
+		g.restart = len(g.pos) > 0
 	})
 }
 

@@ -345,12 +345,29 @@ func (c *Cluster) endTxnLocked(st *txnState, state int) {
 // back right after, as a rebalance does; lost says whether the member may
 // still commit (a clean revocation) or not (a session timeout, fencing).
 func (c *Cluster) Revoke(lost bool) {
+	c.push(rebalanceEvent{revoke: true, lost: lost}, rebalanceEvent{})
+}
+
+// RevokePartitions takes tps from the member at its next poll, as a
+// cooperative rebalance does (the member keeps its other partitions).
+func (c *Cluster) RevokePartitions(tps ...kclient.TP) {
+	c.push(rebalanceEvent{revoke: true, only: tps})
+}
+
+// AssignPartitions gives tps to the member at its next poll, besides what
+// it has, as a cooperative rebalance's follow-up does.
+func (c *Cluster) AssignPartitions(tps ...kclient.TP) {
+	c.push(rebalanceEvent{only: tps})
+}
+
+// push queues rebalance events for the member's next poll.
+func (c *Cluster) push(evs ...rebalanceEvent) {
 	c.mu.Lock()
 	m := c.member
 	c.mu.Unlock()
 	if m != nil {
 		m.mu.Lock()
-		m.pending = append(m.pending, rebalanceEvent{revoke: true, lost: lost}, rebalanceEvent{})
+		m.pending = append(m.pending, evs...)
 		m.mu.Unlock()
 	}
 }

@@ -31,6 +31,9 @@ type Consumer struct {
 type rebalanceEvent struct {
 	revoke bool
 	lost   bool
+	// only: a cooperative rebalance's partitions (revoked, or assigned
+	// besides what the member keeps); nil: the whole assignment.
+	only []kclient.TP
 }
 
 type position struct {
@@ -157,13 +160,39 @@ func (k *Consumer) rebalance(ev rebalanceEvent) {
 	cb := k.onRebalance
 	if ev.revoke {
 		tps := k.sortedAssignment()
+		if ev.only != nil {
+			tps = ev.only
+		}
 		k.mu.Unlock()
 		if len(tps) > 0 && cb != nil {
 			cb(kclient.Rebalance{Revoked: tps, Lost: ev.lost})
 		}
 		k.mu.Lock()
-		k.assigned = map[kclient.TP]*position{}
+		for _, tp := range tps {
+			delete(k.assigned, tp)
+		}
 		k.mu.Unlock()
+		return
+	}
+	if ev.only != nil {
+		k.mu.Unlock()
+		k.c.mu.Lock()
+		starts := map[kclient.TP]int64{}
+		for _, tp := range ev.only {
+			starts[tp] = 0
+			if om, ok := k.c.committed[tp]; ok {
+				starts[tp] = max(om.off, 0)
+			}
+		}
+		k.c.mu.Unlock()
+		k.mu.Lock()
+		for _, tp := range ev.only {
+			k.assigned[tp] = &position{next: starts[tp]}
+		}
+		k.mu.Unlock()
+		if cb != nil {
+			cb(kclient.Rebalance{Assigned: ev.only})
+		}
 		return
 	}
 	topics := k.topics
