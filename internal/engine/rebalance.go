@@ -41,6 +41,25 @@ func (th *Thread) onRebalance(rb kclient.Rebalance) error {
 	return nil
 }
 
+// memberState is what the thread's group member tells the assignor at
+// each join (kclient.MemberState): the instance, and how far its local
+// state of each task has read the task's changelogs, so that a task goes
+// where its restore reads least. It runs on the client's goroutine.
+func (th *Thread) memberState() kclient.MemberState {
+	s := kclient.MemberState{Process: th.cfg.ProcessID, Offsets: map[int32]int64{}}
+	sums, err := th.cfg.StateDirectory.OffsetSums()
+	if err != nil {
+		th.log.Warn("reading the local state's changelog offsets for the group's assignor; joining without them", zap.Error(err))
+		return s
+	}
+	for task, sum := range sums {
+		if id, err := processor.ParseTaskID(task); err == nil {
+			s.Offsets[id.Partition] += sum
+		}
+	}
+	return s
+}
+
 // revoke gives up partitions: it commits everything first (unless they
 // were lost), then closes the tasks that have none of their partitions
 // left. When every partition goes, or they were lost, every task is closed

@@ -106,6 +106,31 @@ func (d *StateDirectory) Owned(task string) bool {
 	return ok
 }
 
+// OffsetSums returns, for every task with state here, the sum of its
+// stores' stored changelog offsets (storage.OffsetSum): how far its local
+// state has read its changelogs, which the group's assignor weighs when it
+// places a task. Stores that keep no offset (in memory, not logged) add
+// nothing.
+func (d *StateDirectory) OffsetSums() (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, b := range d.backends {
+		tasks, err := storage.Tasks(b)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range tasks {
+			sum, ok, err := storage.OffsetSum(b, t)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out[t] += sum
+			}
+		}
+	}
+	return out, nil
+}
+
 // Clean deletes the state of every task that no thread owns and that was
 // last owned (by this instance, or by the one whose state it found at
 // start) at least the cleanup delay ago: when its owner here let it go, or

@@ -216,6 +216,9 @@ func (th *Thread) session(ctx context.Context) (err error) {
 		th.producer.Close()
 		return fmt.Errorf("creating consumer: %w", err)
 	}
+	if r, ok := th.consumer.(kclient.StateReporter); ok {
+		r.ReportState(th.memberState)
+	}
 	th.guarantee = newGuarantee(th.cfg.ExactlyOnce, th.producer, th.consumer, th.retry, th.logEnds)
 	clean := false
 	defer func() {

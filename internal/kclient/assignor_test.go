@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// The task assignor over random memberships and ownerships: every task
+// The task assignor over random memberships, ownerships and states: every task
 // goes to exactly one member, shares differ by at most one, a member keeps
 // what it owns up to its share, and a group that did not change keeps its
 // assignment exactly (no task moves).
@@ -20,6 +20,14 @@ func TestAssignTasksProperties(t *testing.T) {
 		owner := map[int32]bool{}
 		for i := range members {
 			members[i].id = fmt.Sprintf("member-%d", rng.IntN(1000))
+			if rng.IntN(2) == 0 {
+				members[i].state = map[int32]int64{}
+				for p := range n {
+					if rng.IntN(3) == 0 {
+						members[i].state[p] = int64(rng.IntN(4))
+					}
+				}
+			}
 			for p := range n {
 				if !owner[p] && rng.IntN(m+1) == 0 {
 					owner[p] = true
@@ -65,7 +73,7 @@ func TestAssignTasksProperties(t *testing.T) {
 		// The same group again, owning what it was given: nothing moves.
 		again := make([]taskMember, m)
 		for i, mb := range members {
-			again[i] = taskMember{id: mb.id, owned: got[mb.id]}
+			again[i] = taskMember{id: mb.id, owned: got[mb.id], state: mb.state}
 		}
 		if fmt.Sprint(assignTasks(again, n)) != fmt.Sprint(got) {
 			t.Fatalf("round %d: an unchanged group moved tasks: %v then %v", round, got, assignTasks(again, n))
@@ -87,5 +95,68 @@ func TestAssignTasksMovesOnlyWhatBalanceNeeds(t *testing.T) {
 	left := assignTasks([]taskMember{{id: "a", owned: three["a"]}, {id: "c", owned: three["c"]}}, 6)
 	if fmt.Sprint(left) != "map[a:[0 1 3] c:[2 4 5]]" {
 		t.Fatalf("b leaves: %v", left)
+	}
+}
+
+// A task nobody keeps goes, among the members with room, to the one whose
+// instance's state of it is furthest along; a restarted instance (a new
+// member, owning nothing) gets back the tasks whose state it kept.
+func TestAssignTasksFollowsState(t *testing.T) {
+	// b died; a keeps its three; c and d hold state of b's tasks 3 and 5,
+	// d the newer copy of 3.
+	got := assignTasks([]taskMember{
+		{id: "a", owned: []int32{0, 1, 2}},
+		{id: "c", state: map[int32]int64{3: 100, 5: 40}},
+		{id: "d", state: map[int32]int64{3: 250}},
+	}, 6)
+	if fmt.Sprint(got) != "map[a:[0 1] c:[2 5] d:[3 4]]" {
+		t.Fatalf("b's tasks by state: %v", got)
+	}
+	// Restart: "b2" is b back on its old state directory with tasks 3-5;
+	// a took them over meanwhile but holds less of them.
+	got = assignTasks([]taskMember{
+		{id: "a", owned: []int32{0, 1, 2, 3, 4, 5}, state: map[int32]int64{0: 9, 1: 9, 2: 9, 3: 1, 4: 1, 5: 1}},
+		{id: "b2", state: map[int32]int64{3: 70, 4: 80, 5: 90}},
+	}, 6)
+	if fmt.Sprint(got) != "map[a:[0 1 2] b2:[3 4 5]]" {
+		t.Fatalf("restarted instance: %v", got)
+	}
+	// An instance owning every task gives up, to one that restarts, the
+	// tasks whose state that one kept, not the first ones.
+	got = assignTasks([]taskMember{
+		{id: "a", owned: []int32{0, 1, 2, 3, 4, 5}, state: map[int32]int64{0: 9, 1: 9, 2: 9, 3: 9, 4: 9, 5: 9}},
+		{id: "b2", state: map[int32]int64{0: 8, 2: 7, 4: 8}},
+	}, 6)
+	if fmt.Sprint(got) != "map[a:[1 3 5] b2:[0 2 4]]" {
+		t.Fatalf("restarted instance, first tasks: %v", got)
+	}
+	// Without any state, the tasks fill the members in order.
+	got = assignTasks([]taskMember{{id: "a"}, {id: "b"}}, 4)
+	if fmt.Sprint(got) != "map[a:[0 1] b:[2 3]]" {
+		t.Fatalf("no state: %v", got)
+	}
+}
+
+// Member state in user data: what is encoded decodes the same; another
+// client's user data, a truncated or padded one is an error.
+func TestMemberStateEncoding(t *testing.T) {
+	s := MemberState{Process: "proc-1", Offsets: map[int32]int64{0: 0, 3: 1 << 40, 7: 12, 4999: 5}}
+	b := encodeMemberState(s)
+	got, err := decodeMemberState(b)
+	if err != nil || got.Process != s.Process || fmt.Sprint(got.Offsets) != fmt.Sprint(s.Offsets) {
+		t.Fatalf("decoded %+v, %v; want %+v", got, err, s)
+	}
+	for _, bad := range [][]byte{nil, {}, {2}, b[:len(b)-1], append(slices.Clone(b), 0), []byte("range")} {
+		if _, err := decodeMemberState(bad); err == nil {
+			t.Fatalf("decoding % x: no error", bad)
+		}
+	}
+	// 5,000 tasks with large offsets stay small enough for a join.
+	big := MemberState{Process: "p", Offsets: map[int32]int64{}}
+	for p := range int32(5000) {
+		big.Offsets[p] = 1 << 33
+	}
+	if n := len(encodeMemberState(big)); n > 40_000 {
+		t.Fatalf("5,000 tasks encode to %d bytes", n)
 	}
 }

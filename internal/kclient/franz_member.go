@@ -53,7 +53,9 @@ type franzMember struct {
 	onRebalance func(Rebalance) error
 	assigned    func([]TP) error
 	revoked     func([]TP)
-	lastErr     error // the last group error returned, not to repeat it
+	// state: what the instance holds, for the assignor (ReportState).
+	state   func() MemberState
+	lastErr error // the last group error returned, not to repeat it
 
 	mu      sync.Mutex // guards closing
 	closing bool
@@ -99,7 +101,7 @@ func (m *franzMember) subscribe(topics []string, onRebalance func(Rebalance) err
 	opts = append(opts,
 		kgo.ConsumerGroup(m.conf.group),
 		kgo.ConsumeTopics(topics...),
-		kgo.Balancers(taskAssignor{}, kgo.RangeBalancer()),
+		kgo.Balancers(&taskAssignor{state: m.state}, kgo.RangeBalancer()),
 		kgo.DisableAutoCommit(),
 		kgo.WithHooks(groupErrorHook{m.errs}),
 		kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, a map[string][]int32) {
@@ -128,6 +130,8 @@ func (m *franzMember) subscribe(topics []string, onRebalance func(Rebalance) err
 	m.cl = cl
 	return nil
 }
+
+func (m *franzMember) reportState(state func() MemberState) { m.state = state }
 
 func (m *franzMember) assign([]TP) error { return nil } // nothing to do: the fetcher reads
 

@@ -68,6 +68,15 @@ const (
 	eventsWait  = 10 * time.Millisecond
 )
 
+// ReportState implements StateReporter: a member whose assignor places
+// tasks by their state (franz-go's, eddy's assignor) tells it what state
+// the instance holds; librdkafka's range assignor has no use for it.
+func (g *groupConsumer) ReportState(state func() MemberState) {
+	if r, ok := g.m.(interface{ reportState(func() MemberState) }); ok {
+		r.reportState(state)
+	}
+}
+
 func (g *groupConsumer) Subscribe(topics []string, onRebalance func(Rebalance) error) error {
 	return g.m.subscribe(topics, onRebalance, func(tps []TP) error {
 		g.halt()

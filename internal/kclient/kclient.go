@@ -69,6 +69,25 @@ type Consumer interface {
 	Close() error
 }
 
+// MemberState is what a stream thread's group member tells the group's
+// assignor about its instance each time it joins.
+type MemberState struct {
+	// Process identifies the instance; its stream threads share its local
+	// state.
+	Process string
+	// Offsets holds, for each task (by partition: a task is the partition
+	// of every topic the group reads) whose state the instance keeps, the
+	// sum of its stores' changelog offsets: the higher, the less a restore
+	// there has to read.
+	Offsets map[int32]int64
+}
+
+// StateReporter is a Consumer whose group assignor places tasks by where
+// their state is (the franz-go backend's): state is called at every join.
+type StateReporter interface {
+	ReportState(state func() MemberState)
+}
+
 // Producer writes records; transactional when built with a transactional id.
 type Producer interface {
 	// Produce enqueues rec; it does not keep rec or its slices.

@@ -177,6 +177,25 @@ func StoredOffset(b Backend, task, store string) (int64, bool, error) {
 	return int64(binary.BigEndian.Uint64(v)), true, nil
 }
 
+// OffsetSum returns the sum of the changelog offsets stored for a task's
+// stores, and false when none is stored: how far the task's local state
+// has read its changelogs, which the group's assignor compares between
+// instances (Kafka Streams' task offset sums).
+func OffsetSum(b Backend, task string) (int64, bool, error) {
+	p := append(append([]byte{nsOffset}, task...), 0)
+	it := b.Iter(p, PrefixEnd(p), false)
+	defer it.Close()
+	var sum int64
+	found := false
+	for it.Next() {
+		if v := it.Value(); len(v) == 8 {
+			sum += int64(binary.BigEndian.Uint64(v))
+			found = true
+		}
+	}
+	return sum, found, it.Err()
+}
+
 func encodeOffset(off int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(off)) }
 
 // DropTask deletes every store, stored offset and synced time of a task:
