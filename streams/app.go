@@ -62,13 +62,16 @@ type App struct {
 	cancel       context.CancelFunc
 	done         chan struct{}
 	ran          bool
-	err          error
-	threads      []*engine.Thread
-	globals      *engine.GlobalReader
-	pebble       *storage.Pebble // nil unless running
-	memory       *storage.Memory
-	stateDir     *engine.StateDirectory // nil until Run opens the stores
-	procID       string
+	// wasRunning: the app reached Running once (its global tables were
+	// restored then).
+	wasRunning bool
+	err        error
+	threads    []*engine.Thread
+	globals    *engine.GlobalReader
+	pebble     *storage.Pebble // nil unless running
+	memory     *storage.Memory
+	stateDir   *engine.StateDirectory // nil until Run opens the stores
+	procID     string
 	// subPartitions: the task count of each sub-topology.
 	subPartitions map[int]int32
 	directory     *directory // nil without ApplicationServer
@@ -114,6 +117,7 @@ func (a *App) setState(s State) {
 		return
 	}
 	a.state = s
+	a.wasRunning = a.wasRunning || s == Running
 	a.mu.Unlock()
 	a.log.Info("state change", zap.Stringer("from", old), zap.Stringer("to", s))
 	if a.cfg.StateListener != nil {
@@ -270,6 +274,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		CacheBytes:         a.cfg.CacheMaxBytes / int64(a.cfg.NumStreamThreads),
 		MaxBufferedRecords: a.cfg.MaxBufferedRecords,
 		InstanceID:         a.cfg.InstanceID,
+		NumStandbyReplicas: a.cfg.NumStandbyReplicas,
 		Consumer:           a.clientConfig(a.consumerConfig()),
 		Producer:           a.clientConfig(a.producerConfig()),
 		Restore:            a.clientConfig(a.restoreConfig()),

@@ -112,6 +112,18 @@ type Config struct {
 	// them; while the bound is reached the thread stops polling (and the
 	// client's own bounded prefetch stops fetching). Default 1000.
 	MaxBufferedRecords int
+	// NumStandbyReplicas is how many standby copies of each stateful task
+	// the group keeps (Kafka Streams' num.standby.replicas): an instance
+	// holding a standby follows the task's changelogs into its own local
+	// state, so that when the task's instance dies or leaves, the task
+	// moves there and restores only what the standby lagged, instead of
+	// its whole state. A standby is never on the instance of its task's
+	// active, nor two of one task on one instance; with fewer other
+	// instances there are fewer copies. Standbys cost each holder the
+	// changelogs' reads and writes, and disk for the state. Default 0.
+	// The eddy_librdkafka build cannot place standbys (its group uses
+	// librdkafka's assignor): a positive value is an error there.
+	NumStandbyReplicas int
 	// StateCleanupDelay is how long the local state of a task that no
 	// stream thread of this instance owns is kept before it is deleted
 	// (Kafka Streams' state.cleanup.delay.ms): a task that moved to another
@@ -250,6 +262,12 @@ func (c *Config) validate() error {
 	}
 	if c.ReplicationFactor < -1 || c.ReplicationFactor == 0 {
 		bad("ReplicationFactor must be -1 (broker default) or at least 1, got %d", c.ReplicationFactor)
+	}
+	switch {
+	case c.NumStandbyReplicas < 0:
+		bad("NumStandbyReplicas must not be negative, got %d", c.NumStandbyReplicas)
+	case c.NumStandbyReplicas > 0 && kclient.Backend != "franz-go":
+		bad("NumStandbyReplicas %d needs eddy's own group assignor; this build (%s, -tags eddy_librdkafka) uses librdkafka's range assignor, which has no standbys", c.NumStandbyReplicas, kclient.Backend)
 	}
 	if c.MaxBufferedRecords < 1 {
 		bad("MaxBufferedRecords must be at least 1, got %d", c.MaxBufferedRecords)

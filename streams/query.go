@@ -15,9 +15,9 @@ import (
 )
 
 // ErrNotQueryable is wrapped by the errors of interactive queries that
-// cannot be answered now: the app is not Running (starting, rebalancing,
-// restoring or stopped), or no instance owns the key's partition yet.
-// Retry after the rebalance.
+// cannot be answered now: the app is neither Running nor Rebalancing
+// (starting, or stopped), or no instance runs the key's task now (it is
+// moving, or restoring). Retry after the rebalance.
 var ErrNotQueryable = errors.New("streams: store not queryable now")
 
 // KeyMetadata says which instance owns a key of a store.
@@ -68,9 +68,12 @@ func (a *App) view(s *rt.StoreSpec, tasks []string) (storage.BytesStore, func(),
 	state, threads := a.state, a.threads
 	backend := a.backend(s.Builder.Spec().InMemory)
 	a.mu.Unlock()
-	if state != Running || backend == nil {
+	// While a rebalance moves some tasks (cooperatively), the others keep
+	// running, and their keys stay queryable; a task restoring or gone
+	// is left out of the view below.
+	if (state != Running && state != Rebalancing) || backend == nil {
 		a.storeMu.RUnlock()
-		return nil, nil, fmt.Errorf("%w: store %q: the app is %s (queries are answered while it is RUNNING)", ErrNotQueryable, s.Name(), state)
+		return nil, nil, fmt.Errorf("%w: store %q: the app is %s (queries are answered while it is RUNNING or REBALANCING)", ErrNotQueryable, s.Name(), state)
 	}
 	if tasks == nil {
 		tasks = []string{} // none owned: an empty view
@@ -117,7 +120,8 @@ func taskSubtopology(task string) int {
 // over the tasks this instance owns, reading committed data only. For the
 // DSL's stores (which keep each value's timestamp) V is the value type:
 // KeyValueStoreOf[string, int64](app, "counts"). Every read fails with
-// ErrNotQueryable while the app is not Running; a key owned by another
+// ErrNotQueryable while the app is neither Running nor Rebalancing (a
+// rebalance moves only some tasks: the others stay readable); a key owned by another
 // instance is not found here (see MetadataForKey). name may also be a
 // global table's store, which every instance holds whole.
 func KeyValueStoreOf[K, V any](a *App, name string) (stores.ReadOnlyKeyValueStore[K, V], error) {
@@ -192,12 +196,12 @@ func globalKeyValueStore[K, V any](a *App, g *rt.GlobalStore) (stores.ReadOnlyKe
 	return &kvQuery[K, V]{acquire: func() (stores.ReadOnlyKeyValueStore[K, V], func(), error) {
 		a.storeMu.RLock()
 		a.mu.Lock()
-		state := a.state
+		state, ready := a.state, a.wasRunning
 		backend := a.backend(g.InMemory)
 		a.mu.Unlock()
-		if state != Running || backend == nil {
+		if !ready || (state != Running && state != Rebalancing) || backend == nil {
 			a.storeMu.RUnlock()
-			return nil, nil, fmt.Errorf("%w: global store %q: the app is %s (queries are answered while it is RUNNING)", ErrNotQueryable, g.Name, state)
+			return nil, nil, fmt.Errorf("%w: global store %q: the app is %s (queries are answered while it is RUNNING or REBALANCING)", ErrNotQueryable, g.Name, state)
 		}
 		kv := g.View(backend).(stores.ReadOnlyKeyValueStore[K, stores.ValueAndTimestamp[V]])
 		return stores.ValuesView(kv), a.storeMu.RUnlock, nil

@@ -39,6 +39,10 @@ type Config struct {
 	// transaction is being aborted); a thread that came straight back
 	// would open a transaction that retry fences again, round after round.
 	FenceBackoff time.Duration
+	// NumStandbyReplicas is how many standby copies of each stateful task
+	// the instance asks the group's assignor for (Kafka Streams'
+	// num.standby.replicas).
+	NumStandbyReplicas int
 	// InstanceID, when set, makes each thread a static member
 	// ("<InstanceID>-<thread>").
 	InstanceID string

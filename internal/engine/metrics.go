@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,6 +67,14 @@ type TaskSnapshot struct {
 	Partitions []PartitionSnapshot `json:"partitions"`
 }
 
+// StandbySnapshot is one standby task of a thread.
+type StandbySnapshot struct {
+	ID string `json:"id"`
+	// Lag is how many changelog records the standby had still to read at
+	// the last look (every few seconds); -1 before the first.
+	Lag int64 `json:"lag"`
+}
+
 // Counts are records counted since the instance started.
 type Counts struct {
 	Processed    int64 `json:"processed"`
@@ -93,7 +103,9 @@ type ThreadSnapshot struct {
 	Thread int            `json:"thread"`
 	State  string         `json:"state"`
 	Tasks  []TaskSnapshot `json:"tasks"`
-	Counts Counts         `json:"counts"`
+	// Standbys are the thread's standby tasks, in id order.
+	Standbys []StandbySnapshot `json:"standbys,omitempty"`
+	Counts   Counts            `json:"counts"`
 	// RestoreRate is changelog records restored per second since the
 	// previous snapshot (0 when not restoring).
 	RestoreRate float64   `json:"restore_rate"`
@@ -118,6 +130,7 @@ func (th *Thread) Snapshot() ThreadSnapshot {
 	defer th.snapshots.mu.Unlock()
 	s := th.snapshots.snap
 	s.Tasks = append([]TaskSnapshot(nil), s.Tasks...)
+	s.Standbys = append([]StandbySnapshot(nil), s.Standbys...)
 	return s
 }
 
@@ -177,6 +190,9 @@ func (th *Thread) snapshot(force bool) {
 		}
 		addCounters(&c, tk.t)
 		s.Tasks = append(s.Tasks, ts)
+	}
+	for _, id := range slices.SortedFunc(maps.Keys(th.tm.standby), compareTaskIDs) {
+		s.Standbys = append(s.Standbys, StandbySnapshot{ID: id.String(), Lag: th.tm.standby[id].lag})
 	}
 	if th.cache != nil {
 		h, m, _ := th.cache.Stats()

@@ -27,7 +27,7 @@ func (th *Thread) onRebalance(rb kclient.Rebalance) error {
 	// has, or idles).
 	if (len(rb.Assigned) > 0 || len(rb.Revoked) == 0) && th.cbErr == nil {
 		th.setState(ThreadRebalancing)
-		if err := th.assign(rb.Assigned); err != nil {
+		if err := th.assign(rb.Assigned, rb.Standby); err != nil {
 			// Some new task's stores were never restored (or even looked
 			// at): no task of this assignment may process or commit.
 			th.dropAssignment()
@@ -47,6 +47,12 @@ func (th *Thread) onRebalance(rb kclient.Rebalance) error {
 // where its restore reads least. It runs on the client's goroutine.
 func (th *Thread) memberState() kclient.MemberState {
 	s := kclient.MemberState{Process: th.cfg.ProcessID, Offsets: map[int32]int64{}}
+	if th.cfg.Program.HasLoggedStores() {
+		s.Standbys = th.cfg.NumStandbyReplicas
+	}
+	if p := th.standbyParts.Load(); p != nil {
+		s.Standby = *p
+	}
 	sums, err := th.cfg.StateDirectory.OffsetSums()
 	if err != nil {
 		th.log.Warn("reading the local state's changelog offsets for the group's assignor; joining without them", zap.Error(err))
@@ -129,7 +135,9 @@ func (th *Thread) revoke(tps []kclient.TP, lost bool) {
 	th.closeTasks(closed)
 	ids := make([]string, len(closed))
 	for i, tk := range closed {
-		th.restore.drop(tk)
+		if err := th.restore.drop(tk.id); err != nil {
+			th.log.Warn("closing the restore of a revoked task", zap.Stringer("task", tk.id), zap.Error(err))
+		}
 		th.tm.removeTask(tk)
 		ids[i] = tk.id.String()
 	}
@@ -210,7 +218,7 @@ func (th *Thread) closeTasksDirty() {
 // assign adds the tasks of newly assigned partitions, paused: they start
 // (startTasks) once their committed offsets and changelog ends can be
 // read, without holding back the thread's other tasks.
-func (th *Thread) assign(tps []kclient.TP) error {
+func (th *Thread) assign(tps, standby []kclient.TP) error {
 	var added []*task
 	for _, tp := range tps {
 		for _, st := range th.cfg.Program.Subtopologies {
@@ -220,6 +228,11 @@ func (th *Thread) assign(tps []kclient.TP) error {
 			id := processor.TaskID{Subtopology: st.ID, Partition: tp.Partition}
 			tk := th.tm.tasks[id]
 			if tk == nil {
+				if th.tm.standby[id] != nil {
+					// A standby of the thread's becomes active: its
+					// restore reads on from where the standby is.
+					th.dropStandby(id)
+				}
 				t, err := th.newRTTask(id)
 				if err != nil {
 					return err
@@ -255,6 +268,7 @@ func (th *Thread) assign(tps []kclient.TP) error {
 	// From here on the instance's cleaner leaves the tasks' state alone.
 	th.cfg.StateDirectory.Own(th.idx, ids)
 	th.log.Info("partitions assigned", zap.Int("partitions", len(tps)), zap.Strings("tasks", ids))
+	th.setStandbys(standby)
 	th.snapshot(true) // interactive queries see the new assignment at once
 	return th.startTasks(true)
 }

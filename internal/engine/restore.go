@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/eddy-go/eddy/internal/kclient"
 	"github.com/eddy-go/eddy/internal/rt"
+	"github.com/eddy-go/eddy/processor"
 )
 
 // ThreadStats are a thread's counters, readable from any goroutine.
@@ -25,8 +28,12 @@ type ThreadStats struct {
 	RestoringChangelogParts atomic.Int64
 }
 
-// restoreTarget is one changelog partition being read into a store.
+// restoreTarget is one changelog partition being read into a store: a
+// restore, which ends at the changelog's end as it was when the restore
+// began, or a standby's, which follows the changelog as it grows.
 type restoreTarget struct {
+	id processor.TaskID
+	// task is the restoring task; nil for a standby.
 	task      *task
 	store     string
 	spec      storage.Spec
@@ -45,52 +52,102 @@ type restoreTarget struct {
 	// to its end before then, or it starts again from the changelog's
 	// start (resumeDeadline; 0: no limit).
 	deadline int64
+	// lastApply: when a standby's records were last written to its store.
+	lastApply time.Time
 }
+
+// standby reports whether the target follows a standby task's changelog.
+func (t *restoreTarget) standby() bool { return t.task == nil }
 
 const restoreBatch = 10_000
 
 // startRestore decides, for every logged store of tasks (starting), what
 // to read from its changelog: from the offset the store holds to the
-// changelog's end (its last stable offset). A store whose offset is outside
-// the changelog (the topic was truncated or recreated), or whose state is
-// older than its changelog keeps deletes (staleness), is wiped and read in
-// full. It waits for nothing: while a transaction is pending on the
-// changelogs (or the brokers do not answer), the tasks stay starting and
-// the next call tries again. It returns the tasks with nothing to read;
-// the others restore, their input partitions paused until done.
+// changelog's end (its last stable offset); see changelogStarts. It waits
+// for nothing: while a transaction is pending on the changelogs (or the
+// brokers do not answer), the tasks stay starting and the next call tries
+// again. It returns the tasks with nothing to read; the others restore,
+// their input partitions paused until done.
 func (th *Thread) startRestore(ctx context.Context, tasks []*task) ([]*task, error) {
-	type want struct {
-		tk   *task
-		spec storage.Spec
-	}
-	wants := map[kclient.TP]want{}
-	var tps []kclient.TP
+	wants := map[kclient.TP]storeWant{}
 	for _, tk := range tasks {
-		st := th.cfg.Program.Subtopologies[tk.id.Subtopology]
-		for _, s := range st.Stores {
-			spec := s.Builder.Spec()
-			if !spec.Logged {
-				continue
-			}
-			tp := kclient.TP{Topic: rt.ChangelogTopic(th.cfg.AppID, spec.Name), Partition: tk.id.Partition}
-			wants[tp] = want{tk, spec}
-			tps = append(tps, tp)
-		}
+		th.loggedStores(tk.id, func(tp kclient.TP, spec storage.Spec) { wants[tp] = storeWant{tk.id, spec} })
 	}
-	if len(tps) == 0 {
+	if len(wants) == 0 {
 		return tasks, nil
 	}
 	began := th.cfg.WallClock()
-	start, end, stable, err := th.stableEnds(ctx, tps)
+	start, end, stable, err := th.stableEnds(ctx, slices.Collect(maps.Keys(wants)))
 	if err != nil || !stable {
 		return nil, err
 	}
 	th.guarantee.knowEnds(end)
+	starts, err := th.changelogStarts(ctx, wants, start, end, began)
+	if err != nil || starts == nil {
+		return nil, err
+	}
+	byID := map[processor.TaskID]*task{}
+	for _, tk := range tasks {
+		byID[tk.id] = tk
+	}
+	for tp, st := range starts {
+		if st.done {
+			continue
+		}
+		w := wants[tp]
+		b := th.backend(w.spec.Name)
+		th.restore.add(tp, &restoreTarget{id: w.id, task: byID[w.id], store: w.spec.Name, spec: w.spec, backend: b, start: start[tp],
+			from: st.from, end: end[tp], last: -1, durable: st.from, writer: storage.NewRestorer(b, w.id.String(), w.spec), began: began, deadline: st.deadline})
+	}
+	var ready []*task
+	for _, tk := range tasks {
+		if tk.restoring > 0 {
+			tk.state = taskRestoring
+		} else {
+			ready = append(ready, tk)
+		}
+	}
+	return ready, nil
+}
+
+// storeWant is a logged store of a task whose changelog is to be read.
+type storeWant struct {
+	id   processor.TaskID
+	spec storage.Spec
+}
+
+// loggedStores calls f with the changelog partition and spec of each
+// logged store of task id.
+func (th *Thread) loggedStores(id processor.TaskID, f func(kclient.TP, storage.Spec)) {
+	for _, s := range th.cfg.Program.Subtopologies[id.Subtopology].Stores {
+		if spec := s.Builder.Spec(); spec.Logged {
+			f(kclient.TP{Topic: rt.ChangelogTopic(th.cfg.AppID, spec.Name), Partition: id.Partition}, spec)
+		}
+	}
+}
+
+// changelogStart is where the read of a store's changelog starts: from,
+// and the deadline by which a read that resumes kept state must reach the
+// changelog's end (resumeDeadline; 0: none). done: the store holds the
+// changelog to its end, nothing to read.
+type changelogStart struct {
+	from, deadline int64
+	done           bool
+}
+
+// changelogStarts decides where each wanted store's changelog read starts,
+// given the changelogs' start and end offsets: from the offset the store
+// holds; a store whose offset is outside the changelog (the topic was
+// truncated or recreated), or whose state is older than its changelog
+// keeps deletes (staleness), is wiped and read in full. began is when the
+// ends were read, the synced time of a store found up to date. nil, nil:
+// the brokers did not say how long the changelogs keep deletes; try again.
+func (th *Thread) changelogStarts(ctx context.Context, wants map[kclient.TP]storeWant, start, end map[kclient.TP]int64, began int64) (map[kclient.TP]changelogStart, error) {
 	// The changelogs' retention of deletes, for the stores that would
 	// resume kept state.
 	var resuming []string
 	for tp, w := range wants {
-		stored, ok, err := storage.StoredOffset(th.backend(w.spec.Name), w.tk.id.String(), w.spec.Name)
+		stored, ok, err := storage.StoredOffset(th.backend(w.spec.Name), w.id.String(), w.spec.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -101,6 +158,7 @@ func (th *Thread) startRestore(ctx context.Context, tasks []*task) ([]*task, err
 	var retention map[string]tombstoneRetention
 	if len(resuming) > 0 {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		var err error
 		retention, err = readRetentions(rctx, &th.Health, th.log, th.admin, th.resetAdmin, resuming)
 		cancel()
 		if err != nil {
@@ -110,15 +168,16 @@ func (th *Thread) startRestore(ctx context.Context, tasks []*task) ([]*task, err
 			return nil, nil // the brokers do not answer: next time
 		}
 	}
+	out := make(map[kclient.TP]changelogStart, len(wants))
 	for tp, w := range wants {
 		b := th.backend(w.spec.Name)
-		task := w.tk.id.String()
+		task := w.id.String()
 		stored, ok, err := storage.StoredOffset(b, task, w.spec.Name)
 		if err != nil {
 			return nil, err
 		}
 		lo, hi := start[tp], end[tp]
-		from, deadline := stored, int64(0)
+		st := changelogStart{from: stored}
 		wipe := ""
 		switch {
 		case ok && stored == hi:
@@ -127,7 +186,7 @@ func (th *Thread) startRestore(ctx context.Context, tasks []*task) ([]*task, err
 			if err := storage.SetSyncedAt(b, task, w.spec.Name, began); err != nil {
 				return nil, err
 			}
-			continue
+			st.done = true
 		case !ok:
 		case stored < lo || stored > hi:
 			wipe = "its offset is outside its changelog"
@@ -146,34 +205,25 @@ func (th *Thread) startRestore(ctx context.Context, tasks []*task) ([]*task, err
 					zap.String("task", task), zap.String("store", w.spec.Name), zap.Int64("stored", stored),
 					zap.Int64("changelog_end", hi), zap.Duration("delete_retention", r.keep), zap.Bool("delete_retention_assumed", r.assumed))
 			} else {
-				deadline = resumeDeadline(synced, r)
+				st.deadline = resumeDeadline(synced, r)
 			}
 		}
 		if !ok || wipe != "" {
 			if err := restoreFromStart(b, task, w.spec.Name, began); err != nil {
 				return nil, err
 			}
-			from = lo
+			st.from = lo
 			if hi == lo {
 				// An empty changelog: remember where it ends.
 				if err := storage.Restore(b, task, w.spec, nil, hi); err != nil {
 					return nil, err
 				}
-				continue
+				st.done = true
 			}
 		}
-		th.restore.add(tp, &restoreTarget{task: w.tk, store: w.spec.Name, spec: w.spec, backend: b, start: lo, from: from, end: hi, last: -1,
-			durable: from, writer: storage.NewRestorer(b, task, w.spec), began: began, deadline: deadline})
+		out[tp] = st
 	}
-	var ready []*task
-	for _, tk := range tasks {
-		if tk.restoring > 0 {
-			tk.state = taskRestoring
-		} else {
-			ready = append(ready, tk)
-		}
-	}
-	return ready, nil
+	return out, nil
 }
 
 // restoreFromStart empties a store that is about to be restored from its
@@ -250,24 +300,50 @@ type restorer struct {
 	// target or a restart from the start clears it.
 	assigned bool
 	logTime  time.Time
+	// standbys: how many of the targets are standbys'.
+	standbys int
 }
 
 func newRestorer(cfg *Config, log *zap.Logger, stats *ThreadStats, health *Health) *restorer {
 	return &restorer{cfg: cfg, log: log, stats: stats, health: health, targets: map[kclient.TP]*restoreTarget{}}
 }
 
-// active reports whether a changelog is being read.
-func (r *restorer) active() bool { return len(r.targets) > 0 }
+// active reports whether a task is restoring.
+func (r *restorer) active() bool { return len(r.targets) > r.standbys }
+
+// busy reports whether any changelog is being read (a standby's too).
+func (r *restorer) busy() bool { return len(r.targets) > 0 }
 
 // add starts reading a changelog partition into a store.
 func (r *restorer) add(tp kclient.TP, t *restoreTarget) {
 	r.targets[tp] = t
+	r.assigned = false
+	if t.standby() {
+		r.standbys++
+		t.end, t.lastApply = math.MaxInt64, time.Now()
+		r.log.Info("following changelog for a standby task", zap.Stringer("task", t.id), zap.String("store", t.store),
+			zap.Int64("from", t.from))
+		return
+	}
 	t.task.restoring++
 	r.stats.RestoreRemaining.Add(t.end - t.from)
 	r.stats.RestoringChangelogParts.Add(1)
-	r.assigned = false
-	r.log.Info("restoring store", zap.String("task", t.task.id.String()), zap.String("store", t.store),
+	r.log.Info("restoring store", zap.Stringer("task", t.id), zap.String("store", t.store),
 		zap.Int64("from", t.from), zap.Int64("to", t.end), zap.Int64("records", t.end-t.from))
+}
+
+// forget stops reading a target's changelog (what it stored stays, to be
+// read on from its offset).
+func (r *restorer) forget(tp kclient.TP, t *restoreTarget) {
+	t.writer.Close()
+	if t.standby() {
+		r.standbys--
+	} else {
+		r.stats.RestoringChangelogParts.Add(-1)
+		r.stats.RestoreRemaining.Add(-(t.end - t.durable))
+	}
+	delete(r.targets, tp)
+	r.assigned = false
 }
 
 // step reads changelog records for up to 200ms, applying them in batches,
@@ -293,17 +369,26 @@ func (r *restorer) step() ([]*task, error) {
 		offsets := map[kclient.TP]int64{}
 		for tp, t := range r.targets {
 			offsets[tp] = t.from
+			if len(t.pending) > 0 {
+				offsets[tp] = t.last + 1 // read, not yet written
+			}
 		}
 		if err := r.reader.Assign(offsets); err != nil {
 			return nil, fmt.Errorf("assigning changelogs to the restore consumer: %w", err)
 		}
 		r.assigned = true
 	}
-	deadline := time.Now().Add(200 * time.Millisecond)
+	// Restores read for up to 200ms a turn; standbys alone take what the
+	// reader has (their tasks are not waiting: processing comes first).
+	read, wait := 200*time.Millisecond, 20*time.Millisecond
+	if !r.active() {
+		read, wait = 5*time.Millisecond, 0
+	}
+	deadline := time.Now().Add(read)
 	var t *restoreTarget // the last record's, and its partition
 	var ttp kclient.TP
 	for i := 0; i&255 != 0 || time.Now().Before(deadline); i++ {
-		rec, err := r.reader.Poll(20 * time.Millisecond)
+		rec, err := r.reader.Poll(wait)
 		if err != nil {
 			if kclient.IsTransient(err) {
 				r.health.down(r.log, "reading changelogs", err)
@@ -328,6 +413,17 @@ func (r *restorer) step() ([]*task, error) {
 			}
 		}
 	}
+	// A standby's records go to its store at least once a second.
+	for _, t := range r.targets {
+		if t.standby() && len(t.pending) > 0 && time.Since(t.lastApply) >= time.Second {
+			if err := r.apply(t, t.last+1); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if !r.active() {
+		return nil, nil
+	}
 	tps := make([]kclient.TP, 0, len(r.targets))
 	for tp := range r.targets {
 		tps = append(tps, tp)
@@ -338,7 +434,7 @@ func (r *restorer) step() ([]*task, error) {
 	}
 	var done []*task
 	for tp, t := range r.targets {
-		if pos[tp] < t.end {
+		if t.standby() || pos[tp] < t.end {
 			continue
 		}
 		if now := r.cfg.WallClock(); t.deadline > 0 && now >= t.deadline {
@@ -353,13 +449,14 @@ func (r *restorer) step() ([]*task, error) {
 			return nil, err
 		}
 		delete(r.targets, tp)
+		r.assigned = false
 		if t.task.restoring == 0 {
 			done = append(done, t.task)
 		}
 	}
-	if time.Since(r.logTime) > 5*time.Second && len(r.targets) > 0 {
+	if time.Since(r.logTime) > 5*time.Second && r.active() {
 		r.logTime = time.Now()
-		r.log.Info("restoring", zap.Int("changelog_partitions", len(r.targets)),
+		r.log.Info("restoring", zap.Int("changelog_partitions", len(r.targets)-r.standbys),
 			zap.Int64("remaining_records", r.stats.RestoreRemaining.Load()))
 	}
 	if len(r.targets) == 0 {
@@ -375,16 +472,16 @@ func (r *restorer) finish(t *restoreTarget) error {
 		return err
 	}
 	if err := t.writer.Finish(t.end); err != nil {
-		return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.task.id, err)
+		return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.id, err)
 	}
-	if err := storage.SetSyncedAt(t.backend, t.task.id.String(), t.store, t.began); err != nil {
-		return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.task.id, err)
+	if err := storage.SetSyncedAt(t.backend, t.id.String(), t.store, t.began); err != nil {
+		return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.id, err)
 	}
 	r.count(t)
 	t.writer.Close()
 	r.stats.RestoringChangelogParts.Add(-1)
 	t.task.restoring--
-	r.log.Info("store restored", zap.String("task", t.task.id.String()), zap.String("store", t.store),
+	r.log.Info("store restored", zap.Stringer("task", t.id), zap.String("store", t.store),
 		zap.Int64("records", t.restored))
 	return nil
 }
@@ -394,7 +491,7 @@ func (r *restorer) finish(t *restoreTarget) error {
 // the target's deadline). The other targets' pending records are written
 // first, since every target is read again from where it stands.
 func (r *restorer) againInFull(tp kclient.TP, t *restoreTarget, now int64) error {
-	task := t.task.id.String()
+	task := t.id.String()
 	r.cfg.StateDirectory.Rebuilt.Add(1)
 	r.log.Info("restoring a store again in full: reading its changelog took longer than the changelog keeps deletes past the state's last sync",
 		zap.String("task", task), zap.String("store", t.store), zap.Duration("late_by", time.Duration(now-t.deadline)*time.Millisecond))
@@ -409,7 +506,9 @@ func (r *restorer) againInFull(tp kclient.TP, t *restoreTarget, now int64) error
 	if err := restoreFromStart(t.backend, task, t.store, now); err != nil {
 		return fmt.Errorf("restoring store %s of task %s: %w", t.store, task, err)
 	}
-	r.stats.RestoreRemaining.Add(t.durable - t.start) // what it had restored is to read again
+	if !t.standby() {
+		r.stats.RestoreRemaining.Add(t.durable - t.start) // what it had restored is to read again
+	}
 	t.from, t.durable, t.last, t.restored = t.start, t.start, -1, 0
 	t.pending = t.pending[:0]
 	t.began, t.deadline = now, 0
@@ -424,9 +523,9 @@ func (r *restorer) againInFull(tp kclient.TP, t *restoreTarget, now int64) error
 func (r *restorer) apply(t *restoreTarget, next int64) error {
 	buf, err := t.writer.Write(t.pending, next)
 	if err != nil {
-		return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.task.id, err)
+		return fmt.Errorf("restoring store %s of task %s: %w", t.store, t.id, err)
 	}
-	t.from = next
+	t.from, t.lastApply = next, time.Now()
 	if cap(buf) < restoreBatch {
 		buf = make([]storage.ChangelogRecord, 0, restoreBatch)
 	}
@@ -440,46 +539,92 @@ func (r *restorer) apply(t *restoreTarget, next int64) error {
 func (r *restorer) count(t *restoreTarget) {
 	next, n := t.writer.Durable()
 	if n > t.restored {
-		r.stats.RestoredRecords.Add(n - t.restored)
+		if !t.standby() {
+			r.stats.RestoredRecords.Add(n - t.restored)
+		}
 		t.restored = n
 	}
 	if next > t.durable {
-		r.stats.RestoreRemaining.Add(-(next - t.durable))
+		if !t.standby() {
+			r.stats.RestoreRemaining.Add(-(next - t.durable))
+		}
 		t.durable = next
 	}
 }
 
-// drop stops the restores of a task that goes away (what they stored
-// stays, to be read on from its offset).
-func (r *restorer) drop(tk *task) {
+// drop stops reading the changelogs of a task that goes away or of a
+// standby (what they stored stays, to be read on from its offset): a
+// standby's records read and not yet written are written first.
+func (r *restorer) drop(id processor.TaskID) error {
+	var err error
 	for tp, t := range r.targets {
-		if t.task == tk {
-			t.writer.Close()
-			r.stats.RestoringChangelogParts.Add(-1)
-			r.stats.RestoreRemaining.Add(-(t.end - t.durable))
-			delete(r.targets, tp)
-			r.assigned = false
+		if t.id != id {
+			continue
 		}
+		if t.standby() && len(t.pending) > 0 && err == nil {
+			err = r.apply(t, t.last+1)
+		}
+		r.forget(tp, t)
 	}
 	if len(r.targets) == 0 {
 		r.clear()
 	}
+	return err
 }
 
-// clear stops every restore (what each stored stays, to be read on from
-// its offset) and closes the reader.
+// clear stops every restore and standby (what each stored stays, to be
+// read on from its offset) and closes the reader.
 func (r *restorer) clear() {
-	for _, t := range r.targets {
-		t.writer.Close()
-		r.stats.RestoringChangelogParts.Add(-1)
+	for tp, t := range r.targets {
+		r.forget(tp, t)
 	}
-	r.targets = map[kclient.TP]*restoreTarget{}
+	r.standbys = 0
+	r.stats.RestoringChangelogParts.Store(0)
 	r.stats.RestoreRemaining.Store(0)
 	if r.reader != nil {
 		r.reader.Close()
 		r.reader = nil
 	}
 	r.assigned = false
+}
+
+// standbyTargets returns the standbys' changelog partitions.
+func (r *restorer) standbyTargets() map[kclient.TP]*restoreTarget {
+	out := map[kclient.TP]*restoreTarget{}
+	for tp, t := range r.targets {
+		if t.standby() {
+			out[tp] = t
+		}
+	}
+	return out
+}
+
+// positions returns the reader's positions in tps (none before it reads).
+func (r *restorer) positions(tps []kclient.TP) (map[kclient.TP]int64, error) {
+	if r.reader == nil || !r.assigned {
+		return nil, nil
+	}
+	pos, err := r.reader.Position(tps)
+	if err != nil {
+		return nil, fmt.Errorf("changelog positions: %w", err)
+	}
+	return pos, nil
+}
+
+// sync records that a standby's store holds its changelog up to an end
+// read at wall-clock ms at: its records read so far are written, and at is
+// its synced time (storage.SyncedAt); a deadline it had is met.
+func (r *restorer) sync(t *restoreTarget, at int64) error {
+	if len(t.pending) > 0 {
+		if err := r.apply(t, t.last+1); err != nil {
+			return err
+		}
+	}
+	t.deadline = 0
+	if err := storage.SetSyncedAt(t.backend, t.id.String(), t.store, at); err != nil {
+		return fmt.Errorf("standby store %s of task %s: %w", t.store, t.id, err)
+	}
+	return nil
 }
 
 // restoreStep advances the restores and runs the tasks they finished.

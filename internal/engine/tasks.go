@@ -47,8 +47,9 @@ const (
 )
 
 // taskManager owns a thread's assignment: its tasks (in id order too, for
-// fair processing), their input partitions, and the group's committed
-// offsets and stream times it read for them. Only its methods reset them.
+// fair processing), their input partitions, the group's committed offsets
+// and stream times it read for them, and its standby tasks. Only its
+// methods reset them.
 type taskManager struct {
 	tasks map[processor.TaskID]*task
 	order []*task
@@ -59,11 +60,15 @@ type taskManager struct {
 	// committedTime: the stream time committed with each partition's
 	// offset, restored into tasks (re)built for it.
 	committedTime map[kclient.TP]int64
+	// standby: the standby tasks the thread follows (standby.go).
+	standby map[processor.TaskID]*standbyTask
 }
 
-// clear forgets the whole assignment (its tasks already closed).
+// clear forgets the whole assignment (its tasks already closed, its
+// standbys' reading stopped).
 func (m *taskManager) clear() {
 	m.dropTasks()
+	m.standby = map[processor.TaskID]*standbyTask{}
 	m.parts = map[kclient.TP]*partition{}
 	m.committed = map[kclient.TP]int64{}
 	m.committedTime = map[kclient.TP]int64{}
@@ -102,12 +107,7 @@ func (m *taskManager) committedAt(offsets map[kclient.TP]int64) {
 func (m *taskManager) addTask(id processor.TaskID, t *rt.Task) *task {
 	tk := &task{t: t, id: id, since: time.Now()}
 	m.tasks[id] = tk
-	i, _ := slices.BinarySearchFunc(m.order, tk, func(a, b *task) int {
-		if a.id.Subtopology != b.id.Subtopology {
-			return a.id.Subtopology - b.id.Subtopology
-		}
-		return int(a.id.Partition - b.id.Partition)
-	})
+	i, _ := slices.BinarySearchFunc(m.order, tk, func(a, b *task) int { return compareTaskIDs(a.id, b.id) })
 	m.order = slices.Insert(m.order, i, tk)
 	return tk
 }
@@ -206,4 +206,12 @@ func (th *Thread) restoreStreamTime(tk *task) {
 			tk.t.AdvanceStreamTime(ts)
 		}
 	}
+}
+
+// compareTaskIDs orders task ids by sub-topology, then partition.
+func compareTaskIDs(a, b processor.TaskID) int {
+	if a.Subtopology != b.Subtopology {
+		return a.Subtopology - b.Subtopology
+	}
+	return int(a.Partition - b.Partition)
 }

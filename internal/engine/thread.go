@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/eddy-go/eddy/internal/storage"
@@ -29,7 +30,8 @@ import (
 //     assignor the moving partitions' tasks only), shutdown, and rewinding
 //     to the last commit;
 //   - restore.go: the restorer, reading changelogs into stores before
-//     tasks process;
+//     tasks process, and standbys' changelogs as they grow;
+//   - standby.go: standby tasks (which, from where, their lag);
 //   - failure.go: what the thread does about each kind of error;
 //   - tasks.go: the task manager (tasks, partitions, committed offsets,
 //     task states), building tasks, stream time across restarts;
@@ -79,11 +81,18 @@ type Thread struct {
 	// positions past them).
 	closing bool
 
-	// restore reads the changelogs of new tasks into their stores.
+	// restore reads the changelogs of new tasks and standbys into their
+	// stores.
 	restore *restorer
 	// lastStart: the last attempt to start tasks not running yet;
 	// lastWaitLog: when it last said what they wait for.
 	lastStart, lastWaitLog time.Time
+	// lastStandbyStart, lastStandbyLook: the last attempt to start
+	// standbys, the last look at their changelogs' ends (standby.go).
+	lastStandbyStart, lastStandbyLook time.Time
+	// standbyParts: the partitions of the standby tasks, for the group
+	// member's joins (read on the client's goroutine).
+	standbyParts atomic.Pointer[[]int32]
 
 	Stats ThreadStats
 	// Health says whether the brokers answer this thread (health.go).
@@ -182,6 +191,7 @@ func (th *Thread) transactionalID() string {
 // reset forgets everything of the previous session.
 func (th *Thread) reset() {
 	th.tm.clear()
+	th.publishStandbys()
 	th.restore = newRestorer(th.cfg, th.log, &th.Stats, &th.Health)
 	th.dirty, th.cbErr, th.closing = false, nil, false
 	th.syncedAt = 0
@@ -278,10 +288,16 @@ func (th *Thread) step() error {
 	if err := th.startTasks(false); err != nil {
 		return err
 	}
-	if th.restore.active() {
+	if err := th.startStandbys(); err != nil {
+		return err
+	}
+	if th.restore.busy() {
 		if err := th.restoreStep(); err != nil {
 			return err
 		}
+	}
+	if err := th.lookAtStandbys(); err != nil {
+		return err
 	}
 	if err := th.process(); err != nil {
 		return rejoinIfFatal(err)

@@ -3,11 +3,13 @@ package kclient
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -41,6 +43,11 @@ import (
 type taskAssignor struct {
 	// state is what this member tells the leader (nil: nothing).
 	state func() MemberState
+
+	mu sync.Mutex // guards standby
+	// standby: the standby partitions of the last assignment, until the
+	// member hands them to the stream thread (takeStandby).
+	standby []TP
 }
 
 // taskAssignorProtocol names the assignor in the group protocol.
@@ -65,8 +72,33 @@ func (a *taskAssignor) JoinGroupMetadata(interests []string, current map[string]
 	return meta.AppendTo(nil)
 }
 
-func (*taskAssignor) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
-	return kgo.ParseConsumerSyncAssignment(assignment)
+func (a *taskAssignor) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
+	var ka kmsg.ConsumerMemberAssignment
+	if err := ka.ReadFrom(assignment); err != nil {
+		return nil, fmt.Errorf("kclient: reading the group's assignment: %w", err)
+	}
+	standby, err := decodeStandbys(ka.UserData)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	a.standby = standby
+	a.mu.Unlock()
+	out := make(map[string][]int32, len(ka.Topics))
+	for _, t := range ka.Topics {
+		out[t.Topic] = t.Partitions
+	}
+	return out, nil
+}
+
+// takeStandby returns the standby partitions of the assignment parsed
+// last, once: nil when the group's assignment came from another assignor.
+func (a *taskAssignor) takeStandby() []TP {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.standby
+	a.standby = nil
+	return s
 }
 
 func (a *taskAssignor) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
@@ -77,81 +109,204 @@ func (a *taskAssignor) MemberBalancer(members []kmsg.JoinGroupResponseMember) (k
 	return b, b.MemberTopics(), nil
 }
 
-// memberStateVersion is the version of MemberState's encoding in a
-// member's user data.
-const memberStateVersion = 1
+// userDataVersion is the version of the assignor's user data: a
+// member's MemberState in its join, its standby tasks in its assignment.
+const userDataVersion = 1
 
-// encodeMemberState writes s as a member's user data: a version byte, the
-// process (length and bytes), the number of tasks, then each task as the
-// uvarint step from the previous partition and its offset sum as a varint.
-// A thousand tasks take a few kilobytes.
+// encodeMemberState writes s as a member's user data: the version byte,
+// the process (length and bytes), the standby replicas wanted, the tasks'
+// offset sums (a count, then per task the uvarint step from the previous
+// partition and the sum as a varint), then the standby tasks (a count and
+// steps). A thousand tasks take a few kilobytes.
 func encodeMemberState(s MemberState) []byte {
-	b := []byte{memberStateVersion}
+	b := []byte{userDataVersion}
 	b = binary.AppendUvarint(b, uint64(len(s.Process)))
 	b = append(b, s.Process...)
-	b = binary.AppendUvarint(b, uint64(len(s.Offsets)))
+	b = binary.AppendUvarint(b, uint64(max(s.Standbys, 0)))
+	parts := slices.Sorted(maps.Keys(s.Offsets))
+	b = binary.AppendUvarint(b, uint64(len(parts)))
 	prev := int32(0)
-	for _, p := range slices.Sorted(maps.Keys(s.Offsets)) {
+	for _, p := range parts {
 		b = binary.AppendUvarint(b, uint64(p-prev))
 		b = binary.AppendVarint(b, s.Offsets[p])
 		prev = p
 	}
-	return b
+	return appendPartitions(b, s.Standby)
 }
 
 // decodeMemberState reads what encodeMemberState wrote; anything else
 // (another version, another client's user data, nothing) is an error, and
 // the assignor then places the member's tasks without its state.
 func decodeMemberState(b []byte) (MemberState, error) {
+	r := userData{b: b}
+	r.version()
 	var s MemberState
-	bad := func(what string) (MemberState, error) {
-		return MemberState{}, fmt.Errorf("kclient: member state: %s", what)
-	}
-	if len(b) == 0 || b[0] != memberStateVersion {
-		return bad("not eddy's, or of another version")
-	}
-	b = b[1:]
-	l, n := binary.Uvarint(b)
-	if n <= 0 || l > uint64(len(b)-n) {
-		return bad("process")
-	}
-	s.Process, b = string(b[n:n+int(l)]), b[n+int(l):]
-	count, n := binary.Uvarint(b)
-	if n <= 0 || count > uint64(len(b)) {
-		return bad("task count")
-	}
-	b = b[n:]
-	s.Offsets = make(map[int32]int64, count)
-	p := int64(0)
-	for range count {
-		step, n := binary.Uvarint(b)
-		if n <= 0 {
-			return bad("task")
-		}
-		b = b[n:]
-		off, n := binary.Varint(b)
-		if n <= 0 {
-			return bad("offset sum")
-		}
-		b = b[n:]
-		if p += int64(step); p > math.MaxInt32 {
-			return bad("task")
+	s.Process = string(r.bytes())
+	s.Standbys = int(min(r.uvarint(), 1<<16))
+	n := r.count()
+	s.Offsets = make(map[int32]int64, n)
+	p := uint64(0)
+	for range n {
+		p += r.uvarint()
+		off := r.varint()
+		if p > math.MaxInt32 {
+			r.fail()
 		}
 		s.Offsets[int32(p)] = off
 	}
-	if len(b) != 0 {
-		return bad("trailing bytes")
+	s.Standby = r.partitions()
+	if err := r.end(); err != nil {
+		return MemberState{}, fmt.Errorf("kclient: member state: %w", err)
 	}
 	return s, nil
 }
 
+// encodeStandbys writes a member's standby partitions, by topic, as its
+// assignment's user data: the version byte, the number of topics, then per
+// topic its name and partitions.
+func encodeStandbys(standby map[string][]int32) []byte {
+	b := []byte{userDataVersion}
+	b = binary.AppendUvarint(b, uint64(len(standby)))
+	for _, t := range slices.Sorted(maps.Keys(standby)) {
+		b = binary.AppendUvarint(b, uint64(len(t)))
+		b = append(b, t...)
+		b = appendPartitions(b, slices.Sorted(slices.Values(standby[t])))
+	}
+	return b
+}
+
+// decodeStandbys reads what encodeStandbys wrote. No user data is no
+// standby.
+func decodeStandbys(b []byte) ([]TP, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	r := userData{b: b}
+	r.version()
+	var out []TP
+	for range r.count() {
+		t := string(r.bytes())
+		for _, p := range r.partitions() {
+			out = append(out, TP{Topic: t, Partition: p})
+		}
+	}
+	if err := r.end(); err != nil {
+		return nil, fmt.Errorf("kclient: standby assignment: %w", err)
+	}
+	return out, nil
+}
+
+// appendPartitions appends ascending partitions: a count, then each as the
+// step from the previous.
+func appendPartitions(b []byte, ps []int32) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ps)))
+	prev := int32(0)
+	for _, p := range ps {
+		b = binary.AppendUvarint(b, uint64(p-prev))
+		prev = p
+	}
+	return b
+}
+
+// userData reads the assignor's user data; the first thing that does not
+// fit is kept as its error, and every read after it returns zero.
+type userData struct {
+	b   []byte
+	err error
+}
+
+var errUserData = errors.New("not eddy's user data, or of another version, or cut short")
+
+func (r *userData) fail() {
+	if r.err == nil {
+		r.err = errUserData
+	}
+	r.b = nil
+}
+
+func (r *userData) version() {
+	if len(r.b) == 0 || r.b[0] != userDataVersion {
+		r.fail()
+		return
+	}
+	r.b = r.b[1:]
+}
+
+func (r *userData) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *userData) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// count reads a number of items, each at least a byte long.
+func (r *userData) count() int {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.fail()
+		return 0
+	}
+	return int(n)
+}
+
+func (r *userData) bytes() []byte {
+	n := r.count()
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *userData) partitions() []int32 {
+	n := r.count()
+	out := make([]int32, 0, n)
+	p := uint64(0)
+	for range n {
+		if p += r.uvarint(); p > math.MaxInt32 {
+			r.fail()
+			return nil
+		}
+		out = append(out, int32(p))
+	}
+	return out
+}
+
+func (r *userData) end() error {
+	if r.err == nil && len(r.b) != 0 {
+		r.fail()
+	}
+	return r.err
+}
+
 // taskMember is one member as the assignor sees it.
 type taskMember struct {
-	id    string
-	owned []int32 // tasks it owns now (its claim of the newest generation)
+	id      string
+	process string  // its instance (MemberState.Process; "": its own)
+	owned   []int32 // tasks it owns now (its claim of the newest generation)
+	standby []int32 // its standby tasks now
 	// state: how far its instance's local state of each task has read the
 	// task's changelogs (MemberState.Offsets; nil: none known).
 	state map[int32]int64
+}
+
+// instance returns the member's instance: its process, or itself.
+func (m taskMember) instance() string {
+	if m.process != "" {
+		return m.process
+	}
+	return "member " + m.id
 }
 
 // Balance implements kgo.ConsumerBalancerBalance.
@@ -161,7 +316,7 @@ func (*taskAssignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) k
 		topics     []string
 		generation int32
 		owned      []int32
-		state      map[int32]int64
+		state      MemberState
 	}
 	var js []joined
 	b.EachMember(func(m *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
@@ -172,7 +327,7 @@ func (*taskAssignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) k
 		slices.Sort(j.owned)
 		j.owned = slices.Compact(j.owned)
 		if s, err := decodeMemberState(meta.UserData); err == nil {
-			j.state = s.Offsets
+			j.state = s
 		}
 		js = append(js, j)
 	})
@@ -190,8 +345,10 @@ func (*taskAssignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) k
 		n = max(n, c)
 	}
 	members := make([]taskMember, len(js))
+	replicas := 0
 	for i, j := range js {
-		members[i].id, members[i].state = j.m.MemberID, j.state
+		members[i] = taskMember{id: j.m.MemberID, process: j.state.Process, state: j.state.Offsets, standby: j.state.Standby}
+		replicas = max(replicas, j.state.Standbys)
 		for _, p := range j.owned {
 			if p < n && claim[p] == i {
 				members[i].owned = append(members[i].owned, p)
@@ -199,18 +356,118 @@ func (*taskAssignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) k
 		}
 	}
 	assigned := assignTasks(members, n)
+	standby := assignStandbys(members, assigned, n, replicas)
 	plan := b.NewPlan()
+	standbyTPs := make(map[string]map[string][]int32, len(standby))
 	for _, j := range js {
-		for _, p := range assigned[j.m.MemberID] {
-			for _, t := range j.topics {
-				if c, ok := topics[t]; ok && p < c {
-					plan.AddPartition(j.m, t, p)
+		byTopic := func(tasks []int32, add func(t string, p int32)) {
+			for _, p := range tasks {
+				for _, t := range j.topics {
+					if c, ok := topics[t]; ok && p < c {
+						add(t, p)
+					}
 				}
 			}
 		}
+		byTopic(assigned[j.m.MemberID], func(t string, p int32) { plan.AddPartition(j.m, t, p) })
+		sb := map[string][]int32{}
+		byTopic(standby[j.m.MemberID], func(t string, p int32) { sb[t] = append(sb[t], p) })
+		standbyTPs[j.m.MemberID] = sb
 	}
 	plan.AdjustCooperative(b)
-	return plan
+	return taskPlan{plan: plan, standby: standbyTPs}
+}
+
+// taskPlan is the assignment the leader sends: each member's partitions,
+// and its standby partitions in the assignment's user data.
+type taskPlan struct {
+	plan    *kgo.BalancePlan
+	standby map[string]map[string][]int32 // by member, then topic
+}
+
+func (p taskPlan) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignment {
+	var out []kmsg.SyncGroupRequestGroupAssignment
+	for member, assignment := range p.plan.AsMemberIDMap() {
+		ka := kmsg.NewConsumerMemberAssignment()
+		for _, t := range slices.Sorted(maps.Keys(assignment)) {
+			at := kmsg.NewConsumerMemberAssignmentTopic()
+			at.Topic, at.Partitions = t, slices.Sorted(slices.Values(assignment[t]))
+			ka.Topics = append(ka.Topics, at)
+		}
+		if sb := p.standby[member]; len(sb) > 0 {
+			ka.UserData = encodeStandbys(sb)
+		}
+		sa := kmsg.NewSyncGroupRequestGroupAssignment()
+		sa.MemberID, sa.MemberAssignment = member, ka.AppendTo(nil)
+		out = append(out, sa)
+	}
+	return out
+}
+
+// assignStandbys places replicas standby copies of each task (0…n-1):
+// never on the instance of its active (assigned) nor twice on one
+// instance; a member keeps a standby it has when it may, and otherwise a
+// copy goes to the member whose instance holds the task's state furthest
+// along, then to the member with the fewest tasks (active and standby),
+// then by id. A task with fewer other instances than replicas gets fewer
+// copies. The result is by member id, each member's standbys in order.
+func assignStandbys(members []taskMember, assigned map[string][]int32, n int32, replicas int) map[string][]int32 {
+	out := map[string][]int32{}
+	if replicas <= 0 {
+		return out
+	}
+	instanceOf := make(map[string]string, len(members))
+	load := make(map[string]int, len(members))
+	activeOn := make([]string, n) // the instance running each task
+	for _, m := range members {
+		instanceOf[m.id] = m.instance()
+		load[m.id] = len(assigned[m.id])
+		for _, p := range assigned[m.id] {
+			activeOn[p] = m.instance()
+		}
+	}
+	for p := range n {
+		used := map[string]bool{activeOn[p]: true}
+		for range replicas {
+			best := -1
+			for i, m := range members {
+				if used[instanceOf[m.id]] {
+					continue
+				}
+				if best < 0 || betterStandby(m, members[best], p, load) {
+					best = i
+				}
+			}
+			if best < 0 {
+				break // no other instance left
+			}
+			m := members[best]
+			out[m.id] = append(out[m.id], p)
+			load[m.id]++
+			used[instanceOf[m.id]] = true
+		}
+	}
+	return out
+}
+
+// betterStandby reports whether m is a better home than o for a standby
+// copy of task p (see assignStandbys).
+func betterStandby(m, o taskMember, p int32, load map[string]int) bool {
+	if mh, oh := slices.Contains(m.standby, p), slices.Contains(o.standby, p); mh != oh {
+		return mh
+	}
+	ms, mok := m.state[p]
+	os, ook := o.state[p]
+	if mok != ook {
+		return mok
+	}
+	if ms != os {
+		return ms > os
+	}
+	if load[m.id] != load[o.id] {
+		return load[m.id] < load[o.id]
+	}
+	return m.id < o.id
 }
 
 // assignTasks gives the tasks 0…n-1 to members: each keeps what it owns up

@@ -15,7 +15,8 @@ import (
 // Through a real group protocol exchange (franz-go's embedded broker): a
 // member's reported state reaches the leader's assignor, and a member that
 // joins takes over the tasks whose state its instance holds, the old owner
-// revoking them first (cooperatively: it keeps its other tasks throughout).
+// revoking them first (cooperatively: it keeps its other tasks throughout);
+// each instance gets the other's tasks as standbys.
 func TestGroupPlacesTasksByReportedState(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "in"))
 	if err != nil {
@@ -26,12 +27,13 @@ func TestGroupPlacesTasksByReportedState(t *testing.T) {
 		"session.timeout.ms": "6000", "heartbeat.interval.ms": "100"}
 
 	type member struct {
-		c     Consumer
-		mu    sync.Mutex
-		owned []int32
-		log   []string
-		stop  chan struct{}
-		done  chan struct{}
+		c       Consumer
+		mu      sync.Mutex
+		owned   []int32
+		standby []TP // of the last assignment
+		log     []string
+		stop    chan struct{}
+		done    chan struct{}
 	}
 	start := func(name string, state map[int32]int64) *member {
 		cons, err := NewGroupConsumer(cfg)
@@ -39,13 +41,16 @@ func TestGroupPlacesTasksByReportedState(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := &member{c: cons, stop: make(chan struct{}), done: make(chan struct{})}
-		cons.(StateReporter).ReportState(func() MemberState { return MemberState{Process: name, Offsets: state} })
+		cons.(StateReporter).ReportState(func() MemberState { return MemberState{Process: name, Offsets: state, Standbys: 1} })
 		err = cons.Subscribe([]string{"in"}, func(rb Rebalance) error {
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			for _, tp := range rb.Revoked {
 				m.owned = slices.DeleteFunc(m.owned, func(p int32) bool { return p == tp.Partition })
 				m.log = append(m.log, fmt.Sprintf("-%d", tp.Partition))
+			}
+			if len(rb.Revoked) == 0 {
+				m.standby = rb.Standby
 			}
 			for _, tp := range rb.Assigned {
 				m.owned = append(m.owned, tp.Partition)
@@ -102,6 +107,25 @@ func TestGroupPlacesTasksByReportedState(t *testing.T) {
 	defer end(b)
 	waitOwns(b, []int32{1, 3})
 	waitOwns(a, []int32{0, 2})
+	// Each follows the other's tasks as a standby.
+	for _, w := range []struct {
+		m    *member
+		want string
+	}{{a, "[in-1 in-3]"}, {b, "[in-0 in-2]"}} {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			w.m.mu.Lock()
+			got := fmt.Sprint(w.m.standby)
+			w.m.mu.Unlock()
+			if got == w.want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("standbys %s, want %s", got, w.want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, e := range a.log[4:] {

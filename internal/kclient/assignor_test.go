@@ -21,6 +21,9 @@ func TestAssignTasksProperties(t *testing.T) {
 		for i := range members {
 			members[i].id = fmt.Sprintf("member-%d", rng.IntN(1000))
 			if rng.IntN(2) == 0 {
+				members[i].process = fmt.Sprintf("proc-%d", rng.IntN(3))
+			}
+			if rng.IntN(2) == 0 {
 				members[i].state = map[int32]int64{}
 				for p := range n {
 					if rng.IntN(3) == 0 {
@@ -70,13 +73,39 @@ func TestAssignTasksProperties(t *testing.T) {
 		if hi-lo > 1 {
 			t.Fatalf("round %d: shares from %d to %d", round, lo, hi)
 		}
+		// Standbys: never on the active's instance, never two of a task
+		// on one instance, as many as other instances allow.
+		replicas := rng.IntN(3)
+		standby := assignStandbys(members, got, n, replicas)
+		instances := map[string]bool{}
+		for _, mb := range members {
+			instances[mb.instance()] = true
+		}
+		copies := map[int32][]string{}
+		for _, mb := range members {
+			for _, p := range standby[mb.id] {
+				copies[p] = append(copies[p], mb.instance())
+			}
+		}
+		for p := range n {
+			on := append([]string{members[slices.IndexFunc(members, func(m taskMember) bool { return m.id == seen[p] })].instance()}, copies[p]...)
+			if len(on) != len(slices.Compact(slices.Sorted(slices.Values(on)))) {
+				t.Fatalf("round %d: task %d active and standby on instances %v", round, p, on)
+			}
+			if want := min(replicas, len(instances)-1); len(copies[p]) != want {
+				t.Fatalf("round %d: task %d has %d standbys, want %d", round, p, len(copies[p]), want)
+			}
+		}
 		// The same group again, owning what it was given: nothing moves.
 		again := make([]taskMember, m)
 		for i, mb := range members {
-			again[i] = taskMember{id: mb.id, owned: got[mb.id], state: mb.state}
+			again[i] = taskMember{id: mb.id, process: mb.process, owned: got[mb.id], state: mb.state, standby: standby[mb.id]}
 		}
 		if fmt.Sprint(assignTasks(again, n)) != fmt.Sprint(got) {
 			t.Fatalf("round %d: an unchanged group moved tasks: %v then %v", round, got, assignTasks(again, n))
+		}
+		if s2 := assignStandbys(again, got, n, replicas); fmt.Sprint(s2) != fmt.Sprint(standby) {
+			t.Fatalf("round %d: an unchanged group moved standbys: %v then %v", round, standby, s2)
 		}
 	}
 }
@@ -140,11 +169,18 @@ func TestAssignTasksFollowsState(t *testing.T) {
 // Member state in user data: what is encoded decodes the same; another
 // client's user data, a truncated or padded one is an error.
 func TestMemberStateEncoding(t *testing.T) {
-	s := MemberState{Process: "proc-1", Offsets: map[int32]int64{0: 0, 3: 1 << 40, 7: 12, 4999: 5}}
+	s := MemberState{Process: "proc-1", Offsets: map[int32]int64{0: 0, 3: 1 << 40, 7: 12, 4999: 5}, Standbys: 2, Standby: []int32{1, 4, 9}}
 	b := encodeMemberState(s)
 	got, err := decodeMemberState(b)
-	if err != nil || got.Process != s.Process || fmt.Sprint(got.Offsets) != fmt.Sprint(s.Offsets) {
+	if err != nil || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", s) {
 		t.Fatalf("decoded %+v, %v; want %+v", got, err, s)
+	}
+	sb := encodeStandbys(map[string][]int32{"b": {3, 1}, "a": {0}})
+	if tps, err := decodeStandbys(sb); err != nil || fmt.Sprint(tps) != "[a-0 b-1 b-3]" {
+		t.Fatalf("standbys decoded %v, %v", tps, err)
+	}
+	if _, err := decodeStandbys(sb[:len(sb)-1]); err == nil {
+		t.Fatal("a cut standby assignment decoded")
 	}
 	for _, bad := range [][]byte{nil, {}, {2}, b[:len(b)-1], append(slices.Clone(b), 0), []byte("range")} {
 		if _, err := decodeMemberState(bad); err == nil {

@@ -97,15 +97,16 @@ func (m *franzMember) subscribe(topics []string, onRebalance func(Rebalance) err
 		return errors.New("kclient: subscribing needs a group.id")
 	}
 	m.onRebalance, m.assigned, m.revoked = onRebalance, assigned, revoked
+	assignor := &taskAssignor{state: m.state}
 	opts := append(append([]kgo.Opt{}, m.conf.conn...), m.conf.member...)
 	opts = append(opts,
 		kgo.ConsumerGroup(m.conf.group),
 		kgo.ConsumeTopics(topics...),
-		kgo.Balancers(&taskAssignor{state: m.state}, kgo.RangeBalancer()),
+		kgo.Balancers(assignor, kgo.RangeBalancer()),
 		kgo.DisableAutoCommit(),
 		kgo.WithHooks(groupErrorHook{m.errs}),
 		kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, a map[string][]int32) {
-			m.handOver(ctx, Rebalance{Assigned: tpsOf(a)})
+			m.handOver(ctx, Rebalance{Assigned: tpsOf(a), Standby: assignor.takeStandby()})
 		}),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, _ *kgo.Client, r map[string][]int32) {
 			if len(r) > 0 {

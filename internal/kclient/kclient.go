@@ -33,6 +33,12 @@ type Rebalance struct {
 	// Lost: the partitions were taken without a clean hand-over (session
 	// timeout, fencing); nothing may be committed for them.
 	Lost bool
+	// Standby, with an assignment (Assigned, possibly empty, and nothing
+	// Revoked), is every partition the member follows as a standby: the
+	// changelogs of the tasks reading them are kept in local state, ready
+	// for the member to take a task over. Only eddy's assignor gives
+	// standbys.
+	Standby []TP
 }
 
 // Consumer is a group member (or, with no group, an assign-only reader).
@@ -80,6 +86,14 @@ type MemberState struct {
 	// sum of its stores' changelog offsets: the higher, the less a restore
 	// there has to read.
 	Offsets map[int32]int64
+	// Standbys is how many standby copies of each task the instance wants
+	// (Kafka Streams' num.standby.replicas; 0 for a topology without
+	// logged stores); the group's leader places as many as the largest
+	// number a member asks for.
+	Standbys int
+	// Standby lists the member's standby tasks now (by partition), which
+	// it keeps if it may.
+	Standby []int32
 }
 
 // StateReporter is a Consumer whose group assignor places tasks by where

@@ -163,3 +163,16 @@ func ProgramOf(topology any) (*Program, bool) {
 	}
 	return programOf(topology)
 }
+
+// HasLoggedStores reports whether a task of the program has a store
+// backed by a changelog (state a standby replica can follow).
+func (p *Program) HasLoggedStores() bool {
+	for _, st := range p.Subtopologies {
+		for _, s := range st.Stores {
+			if s.Builder.Spec().Logged {
+				return true
+			}
+		}
+	}
+	return false
+}

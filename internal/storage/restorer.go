@@ -57,6 +57,13 @@ func NewRestorer(b Backend, task string, spec Spec) Restorer {
 	return &batchRestorer{b: b, task: task, spec: spec, durable: durable{next: -1}}
 }
 
+// NewFollower returns the Restorer of a standby's store: one that follows
+// its changelog as it grows, a few records at a time in no key order, each
+// Write durable at once (as Restore writes it).
+func NewFollower(b Backend, task string, spec Spec) Restorer {
+	return &batchRestorer{b: b, task: task, spec: spec, durable: durable{next: -1}}
+}
+
 // batchRestorer is Restore, one batch per Write: durable at once.
 type batchRestorer struct {
 	b    Backend

@@ -43,6 +43,7 @@ func main() {
 		late       = flag.String("late", "", "late-records topic (windowed)")
 		txnTimeout = flag.Duration("transaction-timeout", 0, "transaction.timeout.ms (0: eddy's default)")
 		httpAddr   = flag.String("http", "", "serve the app's Handler (/metrics, /stores/...) on this address")
+		standbys   = flag.Int("standbys", 0, "NumStandbyReplicas")
 	)
 	flag.Parse()
 	log, _ := zap.NewProduction()
@@ -77,8 +78,9 @@ func main() {
 	a, err := streams.New(top, streams.Config{
 		ApplicationID: *app, BootstrapServers: *brokers, StateDir: *state, Guarantee: g,
 		NoCache: !*cache, ProcessID: *processID, NumStreamThreads: *threads, CommitInterval: *commit,
-		Logger:       log,
-		ClientConfig: client,
+		NumStandbyReplicas: *standbys,
+		Logger:             log,
+		ClientConfig:       client,
 	})
 	if err != nil {
 		log.Fatal("config", zap.Error(err))

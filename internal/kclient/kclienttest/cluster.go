@@ -360,6 +360,14 @@ func (c *Cluster) AssignPartitions(tps ...kclient.TP) {
 	c.push(rebalanceEvent{only: tps})
 }
 
+// AssignStandbys gives the member, at its next poll, an assignment of no
+// new partition whose standby partitions are tps (none when empty), as
+// eddy's assignor sends the whole standby set with every assignment
+// (AssignPartitions and Revoke's reassignment give none).
+func (c *Cluster) AssignStandbys(tps ...kclient.TP) {
+	c.push(rebalanceEvent{only: []kclient.TP{}, standby: tps})
+}
+
 // push queues rebalance events for the member's next poll.
 func (c *Cluster) push(evs ...rebalanceEvent) {
 	c.mu.Lock()

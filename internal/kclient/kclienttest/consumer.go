@@ -34,6 +34,8 @@ type rebalanceEvent struct {
 	// only: a cooperative rebalance's partitions (revoked, or assigned
 	// besides what the member keeps); nil: the whole assignment.
 	only []kclient.TP
+	// standby: an assignment's standby partitions.
+	standby []kclient.TP
 }
 
 type position struct {
@@ -191,7 +193,7 @@ func (k *Consumer) rebalance(ev rebalanceEvent) {
 		}
 		k.mu.Unlock()
 		if cb != nil {
-			cb(kclient.Rebalance{Assigned: ev.only})
+			cb(kclient.Rebalance{Assigned: ev.only, Standby: ev.standby})
 		}
 		return
 	}

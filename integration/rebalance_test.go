@@ -1,0 +1,226 @@
+package integration_test
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eddy-go/eddy/integration/kafkatest"
+)
+
+// A SIGKILLed instance stops only its own tasks. Two instances share six
+// partitions under exactly-once while input flows; one is SIGKILLed (placed
+// by committed progress). The survivor revokes nothing, and each of its own
+// input partitions commits again before any of the dead instance's
+// partitions does: those wait for the dead instance's open transaction to
+// be aborted (its timeout after the kill), and that wait holds back none of
+// the survivor's own tasks. The output stays exact.
+func TestSurvivorKeepsProcessingWhenAnInstanceDies(t *testing.T) {
+	brokers := realBroker(t)
+	a := newWordApp(t, brokers, 6)
+	args := []string{"-guarantee", "exactly_once", "-cache=false"}
+	w0 := a.start("p0", args...)
+	w0.waitRunning(t, time.Minute)
+	w1 := a.start("p1", args...)
+	a.feed(150_000, 5_000)
+	w1.waitRunning(t, 2*time.Minute)
+
+	var own []int32        // the survivor's input partitions when p1 dies
+	var at map[int32]int64 // every input partition's committed offset then
+	var before int         // the survivor's rebalance log lines then
+	a.strike("SIGKILL of p1", 0.15, 0.45, func() {
+		w1.kill(t)
+		own = w0.inputPartitions(t)
+		before = len(w0.rebalanceEntries())
+		at = kafkatest.Committed(t, brokers, a.app, a.input)
+	})
+	killed := time.Now()
+	if len(own) == 0 || len(own) == 6 {
+		t.Fatalf("p0 owned input partitions %v when p1 died; want a share of the 6", own)
+	}
+	dead := slices.DeleteFunc([]int32{0, 1, 2, 3, 4, 5}, func(p int32) bool { return slices.Contains(own, p) })
+
+	// Watch the committed offsets until every dead partition commits again.
+	ownMoved := map[int32]time.Duration{}  // when each own partition first committed after the kill
+	longest := map[int32]time.Duration{}   // each own partition's longest time without a commit
+	lastMove := map[int32]time.Time{}      // …and its last commit seen
+	deadMoved := map[int32]time.Duration{} // when each dead partition first committed after the kill
+	firstDead := time.Duration(-1)
+	for _, p := range own {
+		lastMove[p] = killed
+	}
+	prev := maps.Clone(at)
+	deadline := killed.Add(3 * time.Minute)
+	for len(deadMoved) < len(dead) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the dead instance's partitions %v did not all commit within 3m of the kill (committed again: %v)", dead, deadMoved)
+		}
+		time.Sleep(100 * time.Millisecond)
+		now := kafkatest.Committed(t, brokers, a.app, a.input)
+		since := time.Since(killed)
+		for _, p := range own {
+			if now[p] > prev[p] {
+				if _, ok := ownMoved[p]; !ok {
+					ownMoved[p] = since
+				}
+				longest[p] = max(longest[p], time.Since(lastMove[p]))
+				lastMove[p] = time.Now()
+			}
+		}
+		for _, p := range dead {
+			if _, ok := deadMoved[p]; !ok && now[p] > at[p] {
+				deadMoved[p] = since
+				if firstDead < 0 {
+					firstDead = since
+				}
+			}
+		}
+		prev = now
+	}
+	t.Logf("after the kill: own partitions %v first committed at %v, longest without a commit %v; dead partitions %v committed again at %v",
+		own, ownMoved, longest, dead, deadMoved)
+	for _, p := range own {
+		d, ok := ownMoved[p]
+		if !ok || d >= firstDead {
+			t.Fatalf("survivor's own partition %d did not commit before the dead instance's partitions resumed (at %v): its tasks waited for them", p, firstDead)
+		}
+	}
+	for _, e := range w0.rebalanceEntries()[before:] {
+		if e["msg"] == "partitions revoked" || e["msg"] == "partitions lost; dropping uncommitted work" {
+			t.Fatalf("the survivor gave up tasks when p1 died: %v", e)
+		}
+	}
+
+	a.waitDone(5 * time.Minute)
+	w0.stop(t)
+	a.checkExactSequences()
+}
+
+// rebalanceEntries returns the worker's log lines about partitions
+// assigned, revoked and lost, in order.
+func (w *worker) rebalanceEntries() []map[string]any {
+	var out []map[string]any
+	for _, e := range w.all() {
+		if m, _ := e["msg"].(string); strings.HasPrefix(m, "partitions ") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// inputPartitions returns the input partitions the worker's tasks of the
+// first subtopology (0_p) hold, as its log of assignments and cooperative
+// revocations says.
+func (w *worker) inputPartitions(t *testing.T) []int32 {
+	t.Helper()
+	owned := map[int32]bool{}
+	for _, e := range w.rebalanceEntries() {
+		tasks, _ := e["tasks"].([]any)
+		switch e["msg"] {
+		case "partitions assigned":
+			for _, id := range tasks {
+				if p, ok := firstSubtopologyPartition(t, id); ok {
+					owned[p] = true
+				}
+			}
+		case "partitions revoked":
+			if tasks == nil { // every partition
+				clear(owned)
+			}
+			for _, id := range tasks {
+				if p, ok := firstSubtopologyPartition(t, id); ok {
+					delete(owned, p)
+				}
+			}
+		default:
+			clear(owned)
+		}
+	}
+	return slices.Sorted(maps.Keys(owned))
+}
+
+func firstSubtopologyPartition(t *testing.T, id any) (int32, bool) {
+	s := fmt.Sprint(id)
+	sub, part, ok := strings.Cut(s, "_")
+	if !ok {
+		t.Fatalf("task id %q in a log line", s)
+	}
+	p, err := strconv.Atoi(part)
+	if err != nil {
+		t.Fatalf("task id %q in a log line: %v", s, err)
+	}
+	return int32(p), sub == "0"
+}
+
+// With one standby replica, a SIGKILLed instance's tasks resume on the
+// instance that followed them, restoring almost nothing. p1 starts alone
+// and owns every task; p0 joins and takes half (restoring them in full),
+// and each follows the other's tasks as standbys. p1 is SIGKILLed mid-stream
+// (placed by committed progress): p0 takes over p1's tasks and restores
+// less than 1% of their changelogs, since its standbys had read them. The
+// output stays exact.
+func TestStandbyTakesOverAfterSIGKILL(t *testing.T) {
+	brokers := realBroker(t)
+	a := newWordApp(t, brokers, 6)
+	args := []string{"-guarantee", "exactly_once", "-cache=false", "-standbys", "1"}
+	a.produce(30_000)
+	w1 := a.start("p1", args...)
+	w1.waitRunning(t, 2*time.Minute)
+	w0 := a.start("p0", args...)
+	a.feed(120_000, 5_000)
+	w0.waitRunning(t, 2*time.Minute)
+	waitStandbys(t, w0)
+	waitStandbys(t, w1)
+
+	var theirs []int32 // p1's input partitions when it dies
+	var before int     // p0's log lines then
+	var changelog map[int32]int64
+	a.strike("SIGKILL of p1", 0.15, 0.45, func() {
+		w1.kill(t)
+		theirs = w1.inputPartitions(t)
+		before = len(w0.all())
+		changelog = kafkatest.EndOffsets(t, brokers, a.app+"-counts-changelog")
+	})
+	if len(theirs) == 0 {
+		t.Fatal("p1 owned no task when it died")
+	}
+	a.waitDone(5 * time.Minute)
+	w0.stop(t)
+
+	var state int64 // the changelog records of p1's tasks when it died
+	for _, p := range theirs {
+		state += changelog[p]
+	}
+	var restored int64
+	for _, e := range w0.all()[before:] {
+		if e["msg"] == "store restored" {
+			if n, ok := e["records"].(float64); ok {
+				restored += int64(n)
+			}
+		}
+	}
+	t.Logf("p0 took over p1's partitions %v: restored %d changelog records of their %d", theirs, restored, state)
+	if restored*100 >= state {
+		t.Fatalf("p0 restored %d of the %d changelog records of p1's tasks: its standbys should have had them (want under 1%%)", restored, state)
+	}
+	a.checkExactSequences()
+}
+
+// waitStandbys waits until the worker follows standby tasks.
+func waitStandbys(t *testing.T, w *worker) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		for _, e := range w.entries("standby tasks") {
+			if n, _ := e["standby_tasks"].(float64); n > 0 {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s follows no standby task after 2m; log:\n%s", w.name, tail(w.log))
+}

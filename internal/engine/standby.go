@@ -1,0 +1,217 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/storage"
+	"github.com/eddy-go/eddy/processor"
+)
+
+// standbyTask is a task the thread follows as a standby replica (Kafka
+// Streams' standby task): the changelogs of its logged stores are read
+// into local state as they grow, so that when the task comes to this
+// instance (its active's instance died or left) its restore reads only
+// what the standby lagged. The group's assignor places standbys
+// (kclient.Rebalance.Standby), never on the instance of the task's active.
+type standbyTask struct {
+	id processor.TaskID
+	// started: its changelogs are being read (the restorer's standby
+	// targets); else their offsets are still to be read (startStandbys).
+	started bool
+	// lag: records its changelogs held beyond what it had read at the last
+	// look (lookAtStandbys); -1 before the first.
+	lag int64
+}
+
+// setStandbys makes the standby tasks of an assignment's standby
+// partitions (tps) the thread's: new ones start (startStandbys), ones no
+// longer wanted stop, their state kept (it is the instance's, left to the
+// cleaner's delay like any task's it no longer owns).
+func (th *Thread) setStandbys(tps []kclient.TP) {
+	want := map[processor.TaskID]bool{}
+	for _, tp := range tps {
+		for _, st := range th.cfg.Program.Subtopologies {
+			if !slices.ContainsFunc(st.SourceTopics, func(t string) bool { return th.resolved(t) == tp.Topic }) {
+				continue
+			}
+			id := processor.TaskID{Subtopology: st.ID, Partition: tp.Partition}
+			logged := false
+			th.loggedStores(id, func(kclient.TP, storage.Spec) { logged = true })
+			if logged && th.tm.tasks[id] == nil {
+				want[id] = true
+			}
+		}
+	}
+	var added, gone []string
+	for id := range th.tm.standby {
+		if !want[id] {
+			th.dropStandby(id)
+			gone = append(gone, id.String())
+		}
+	}
+	th.cfg.StateDirectory.ReleaseTasks(th.idx, gone)
+	for id := range want {
+		if th.tm.standby[id] == nil {
+			th.tm.standby[id] = &standbyTask{id: id, lag: -1}
+			added = append(added, id.String())
+		}
+	}
+	// A standby's state is owned like an active's: the cleaner leaves it.
+	th.cfg.StateDirectory.Own(th.idx, added)
+	th.publishStandbys()
+	if len(added)+len(gone) > 0 {
+		slices.Sort(added)
+		slices.Sort(gone)
+		th.log.Info("standby tasks", zap.Strings("added", added), zap.Strings("removed", gone), zap.Int("standby_tasks", len(th.tm.standby)))
+	}
+}
+
+// dropStandby stops following a standby task's changelogs (an active task
+// of the thread takes it over, or it is no longer wanted here).
+func (th *Thread) dropStandby(id processor.TaskID) {
+	if err := th.restore.drop(id); err != nil {
+		th.log.Warn("writing a standby task's last records; its next restore reads them again", zap.Stringer("task", id), zap.Error(err))
+	}
+	delete(th.tm.standby, id)
+}
+
+// publishStandbys keeps the partitions of the thread's standby tasks where
+// the group member's join reads them (memberState, on the client's
+// goroutine).
+func (th *Thread) publishStandbys() {
+	var parts []int32
+	for id := range th.tm.standby {
+		parts = append(parts, id.Partition)
+	}
+	slices.Sort(parts)
+	parts = slices.Compact(parts)
+	th.standbyParts.Store(&parts)
+}
+
+// startStandbys starts reading the changelogs of standby tasks not started
+// yet, each store from the offset it holds (changelogStarts: state outside
+// its changelog or older than the changelog keeps deletes is wiped first).
+// One attempt a second at most; brokers that do not answer are asked again.
+func (th *Thread) startStandbys() error {
+	var waiting []*standbyTask
+	for _, sb := range th.tm.standby {
+		if !sb.started {
+			waiting = append(waiting, sb)
+		}
+	}
+	if len(waiting) == 0 || time.Since(th.lastStandbyStart) < time.Second {
+		return nil
+	}
+	th.lastStandbyStart = time.Now()
+	wants := map[kclient.TP]storeWant{}
+	for _, sb := range waiting {
+		th.loggedStores(sb.id, func(tp kclient.TP, spec storage.Spec) { wants[tp] = storeWant{sb.id, spec} })
+	}
+	began := th.cfg.WallClock()
+	start, end, ok, err := th.changelogOffsets(slices.Collect(maps.Keys(wants)))
+	if err != nil || !ok {
+		return err
+	}
+	starts, err := th.changelogStarts(th.ctx, wants, start, end, began)
+	if err != nil || starts == nil {
+		return err
+	}
+	for tp, st := range starts {
+		w := wants[tp]
+		b := th.backend(w.spec.Name)
+		from := st.from
+		if st.done {
+			from = end[tp]
+		}
+		th.restore.add(tp, &restoreTarget{id: w.id, store: w.spec.Name, spec: w.spec, backend: b, start: start[tp], from: from, last: -1,
+			durable: from, writer: storage.NewFollower(b, w.id.String(), w.spec), began: began, deadline: st.deadline})
+	}
+	for _, sb := range waiting {
+		sb.started = true
+	}
+	return nil
+}
+
+// changelogOffsets reads changelog partitions' start and end (last stable)
+// offsets, in one attempt of at most a second: ok is false when the
+// brokers did not answer (the caller tries again later).
+func (th *Thread) changelogOffsets(tps []kclient.TP) (start, end map[kclient.TP]int64, ok bool, err error) {
+	adm, err := th.admin()
+	if err != nil {
+		return nil, nil, false, err
+	}
+	ctx, cancel := context.WithTimeout(th.ctx, time.Second)
+	defer cancel()
+	start, end, err = adm.Offsets(ctx, tps, true)
+	if err != nil {
+		if kclient.IsTransient(err) || (ctx.Err() != nil && th.ctx.Err() == nil) {
+			th.Health.down(th.log, "reading changelog offsets", err)
+			return nil, nil, false, nil
+		}
+		return nil, nil, false, fmt.Errorf("reading changelog offsets: %w", err)
+	}
+	return start, end, true, nil
+}
+
+// lookAtStandbys, every few seconds, reads the ends of the standbys'
+// changelogs: each standby's lag is what it has still to read, and a store
+// that has read its changelog to the end it had when looked at is in step
+// with it as of then (its synced time, storage.SyncedAt). A standby that
+// resumed kept state and reached the end only after its deadline
+// (resumeDeadline) is read again in full, as a restore would be.
+func (th *Thread) lookAtStandbys() error {
+	if len(th.tm.standby) == 0 || time.Since(th.lastStandbyLook) < standbyLookEvery {
+		return nil
+	}
+	th.lastStandbyLook = time.Now()
+	targets := th.restore.standbyTargets()
+	if len(targets) == 0 {
+		return nil
+	}
+	began := th.cfg.WallClock()
+	tps := slices.Collect(maps.Keys(targets))
+	_, end, ok, err := th.changelogOffsets(tps)
+	if err != nil || !ok {
+		return err
+	}
+	pos, err := th.restore.positions(tps)
+	if err != nil {
+		return err
+	}
+	lag := map[processor.TaskID]int64{}
+	for tp, t := range targets {
+		at, known := pos[tp]
+		if !known {
+			at = t.from
+		}
+		lag[t.id] += max(end[tp]-at, 0)
+		if at < end[tp] {
+			continue
+		}
+		if t.deadline > 0 && began >= t.deadline {
+			if err := th.restore.againInFull(tp, t, began); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := th.restore.sync(t, began); err != nil {
+			return err
+		}
+	}
+	for id, sb := range th.tm.standby {
+		if n, ok := lag[id]; ok {
+			sb.lag = n
+		}
+	}
+	return nil
+}
+
+// standbyLookEvery is how often lookAtStandbys reads the changelogs' ends.
+const standbyLookEvery = 5 * time.Second

@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/kclient/kclienttest"
+	"github.com/eddy-go/eddy/internal/storage"
+)
+
+// A standby follows its task's changelog while another instance runs the
+// task, and when the task comes back it restores nothing: the records the
+// other instance wrote meanwhile are in the store already. The other
+// instance is played by the test, appending to the changelog an earlier
+// count of a key (as if its owner had counted it from there); once the
+// standby reports no lag the task comes back, reads no changelog record,
+// and counts on from the other instance's value.
+func TestStandbyFollowsItsChangelogAndTakesOverWithoutRestoring(t *testing.T) {
+	cl := kclienttest.NewCluster()
+	r := newRig(t, cl, countTopology(t, nil), true, "")
+	feed(cl, 0, 100, 10)
+	run := r.start()
+	wait(t, "the group to commit all input", func() bool { return caughtUp(cl) })
+	p1 := kclient.TP{Topic: testIn, Partition: 1}
+
+	cl.RevokePartitions(p1)
+	wait(t, "the revocation", func() bool { return len(run.th.Snapshot().Tasks) == 1 })
+	cl.AssignStandbys(p1)
+	wait(t, "the standby", func() bool { return len(run.th.Snapshot().Standbys) == 1 })
+	if id := run.th.Snapshot().Standbys[0].ID; id != "0_1" {
+		t.Fatalf("standby task %s, want 0_1", id)
+	}
+
+	// The other instance: the first changelog record of a key on partition
+	// 1 (its count 1) written again, as its newest value.
+	recs := cl.Records(changelog(), 1, true)
+	if len(recs) == 0 {
+		t.Fatal("no changelog record on partition 1")
+	}
+	key := recs[0].Key
+	last := 0
+	for _, rec := range recs {
+		if bytes.Equal(rec.Key, key) {
+			last++
+		}
+	}
+	if last < 2 {
+		t.Fatalf("key %s counted %d times on partition 1; want several", key, last)
+	}
+	cl.Produce(changelog(), 1, recs[0])
+	end := cl.End(changelog(), 1)
+	wait(t, "the standby to store the changelog to its end", func() bool {
+		off, ok, err := storage.StoredOffset(r.cfg.Pebble, "0_1", "counts")
+		return err == nil && ok && off >= end
+	})
+	wait(t, "the standby to report no lag", func() bool {
+		sb := run.th.Snapshot().Standbys
+		return len(sb) == 1 && sb[0].Lag == 0
+	})
+
+	restored := run.th.Stats.RestoredRecords.Load()
+	cl.AssignPartitions(p1)
+	wait(t, "the task to run again", func() bool {
+		s := run.th.Snapshot()
+		return len(s.Tasks) == 2 && len(s.Standbys) == 0 && !s.Tasks[1].Restoring
+	})
+	if n := run.th.Stats.RestoredRecords.Load() - restored; n != 0 {
+		t.Fatalf("the task restored %d changelog records after its standby had read them all (changelog end %d)", n, end)
+	}
+	// One more record of the key: counted on from 1.
+	cl.Produce(testIn, 1, kclienttest.Record{Key: key, Value: []byte("x"), Timestamp: 5000})
+	wait(t, "the group to commit all input", func() bool { return caughtUp(cl) })
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	seq := outputs(t, cl, true)[string(key)]
+	if got := seq[len(seq)-1]; got != 2 {
+		t.Fatalf("key %s counted %v; the last count is %d, want 2 (on from the value the standby read)", key, seq, got)
+	}
+}

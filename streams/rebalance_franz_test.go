@@ -1,0 +1,159 @@
+//go:build !eddy_librdkafka
+
+package streams_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-go/eddy/serde"
+	"github.com/eddy-go/eddy/streams"
+	"github.com/eddy-go/eddy/topology"
+	"go.uber.org/zap"
+)
+
+// A rebalance moves only some tasks, and the keys of the tasks that stay
+// keep answering through it. One instance holds a table over two
+// partitions; a second joins. While the first is held inside the
+// rebalance (its state listener, on entering REBALANCING, waits for the
+// test), every key is queried on it; once the group settles, every key of
+// the task it kept must have been answered during the rebalance.
+func TestKeysOfTasksThatStayAnswerDuringARebalance(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()[0]
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	keys := make([]string, 20)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "in", Key: []byte(keys[i]), Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	str := serde.String()
+	build := func() *topology.Topology {
+		b := topology.NewBuilder()
+		topology.Table(b, "in", topology.Consumed(str, str), topology.Materialized[string, string]("t"))
+		top, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return top
+	}
+
+	held, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	lg, _ := zap.NewDevelopment()
+	first, err := streams.New(build(), streams.Config{ApplicationID: "iq-rebalance", BootstrapServers: brokers, StateDir: t.TempDir(), Logger: lg,
+		StateListener: func(old, s streams.State) {
+			if old == streams.Running && s == streams.Rebalancing {
+				once.Do(func() { close(held); <-resume })
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(a *streams.App) func() {
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		return func() {
+			a.Close(context.Background())
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	stopFirst := run(first)
+	store, err := streams.KeyValueStoreOf[string, string](first, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every key on the first instance", func() bool {
+		for _, k := range keys {
+			if _, ok, err := store.Get(k); err != nil || !ok {
+				return false
+			}
+		}
+		return true
+	})
+
+	second, err := streams.New(build(), streams.Config{ApplicationID: "iq-rebalance", BootstrapServers: brokers, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopSecond := run(second)
+	defer stopSecond()
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("the first instance never rebalanced")
+	}
+	during := map[string]error{}
+	for _, k := range keys {
+		_, ok, err := store.Get(k)
+		if err == nil && !ok {
+			err = errors.New("not found")
+		}
+		during[k] = err
+	}
+	close(resume)
+
+	waitFor(t, "both instances running", func() bool {
+		return first.State() == streams.Running && second.State() == streams.Running && len(tasksOf(first)) == 1 && len(tasksOf(second)) == 1
+	})
+	kept := tasksOf(first)[0]
+	answered := 0
+	for _, k := range keys {
+		if _, ok, err := store.Get(k); err != nil || !ok {
+			continue // not the first instance's now
+		}
+		if during[k] != nil {
+			t.Errorf("key %s of task %s, which stayed on the first instance, failed during the rebalance: %v", k, kept, during[k])
+		}
+		answered++
+	}
+	if answered == 0 {
+		t.Fatalf("no key of the kept task %s", kept)
+	}
+	stopFirst()
+}
+
+// tasksOf returns the ids of the tasks an app runs.
+func tasksOf(a *streams.App) []string {
+	var ids []string
+	for _, th := range a.Report().Threads {
+		for _, tk := range th.Tasks {
+			ids = append(ids, tk.ID)
+		}
+	}
+	return ids
+}
+
+// waitFor polls cond until it holds; the bound only turns a hang into a
+// failure.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
