@@ -224,3 +224,68 @@ func waitStandbys(t *testing.T, w *worker) {
 	}
 	t.Fatalf("%s follows no standby task after 2m; log:\n%s", w.name, tail(w.log))
 }
+
+// Scaling out warms up first (KIP-441): an instance joining a stateful app
+// gets none of its tasks at once; they keep running where they are while
+// warm-up copies catch up on the new instance, which then asks for a
+// rebalance and takes them over, restoring only the little its warm-ups
+// had not read. The old instance gives up only what moves, and the output
+// stays exact.
+func TestScaleOutWarmsUpFirst(t *testing.T) {
+	brokers := realBroker(t)
+	a := newWordApp(t, brokers, 6)
+	args := []string{"-guarantee", "exactly_once", "-cache=false"}
+	a.produce(40_000) // state for the warm-ups to catch up on
+	w0 := a.start("p0", args...)
+	w0.waitRunning(t, 2*time.Minute)
+	a.feed(100_000, 4_000)
+	var w1 *worker
+	a.strike("p1 joins", 0.1, 0.4, func() { w1 = a.start("p1", args...) })
+	// p1 takes its share of tasks, the warm-ups caught up first.
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(w1.inputPartitions(t)) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("p1 owns input partitions %v 3m after joining; want 3; log:\n%s", w1.inputPartitions(t), tail(w1.log))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	a.waitDone(5 * time.Minute)
+	w1.stop(t)
+	w0.stop(t)
+
+	// In p1's log: warm-ups before any task, a caught-up warm-up asking for
+	// the rebalance, and restores of the moved tasks that read a small
+	// part of their changelogs.
+	var warmed, asked, firstTask int = -1, -1, -1
+	for i, e := range w1.all() {
+		switch e["msg"] {
+		case "standby tasks":
+			if ws, _ := e["warmups"].([]any); len(ws) > 0 && warmed < 0 {
+				warmed = i
+			}
+		case "warm-up tasks caught up; asking the group for a rebalance to move them here":
+			if asked < 0 {
+				asked = i
+			}
+		case "partitions assigned":
+			if ts, _ := e["tasks"].([]any); len(ts) > 0 && firstTask < 0 {
+				firstTask = i
+			}
+		}
+	}
+	if warmed < 0 || asked < 0 || firstTask < warmed || firstTask < asked {
+		t.Fatalf("p1's log: first warm-up at line %d, first caught-up warm-up at %d, first task at %d; want warm-ups, then tasks; log:\n%s", warmed, asked, firstTask, tail(w1.log))
+	}
+	total := a.changelogRecords()
+	restored := w1.restored()
+	t.Logf("p1 restored %d changelog records for the tasks it took (the changelogs hold %d in all)", restored, total)
+	if restored*20 > int64(total) {
+		t.Fatalf("p1 restored %d of %d changelog records when its tasks moved: its warm-ups should have read them (want under 5%%)", restored, total)
+	}
+	for _, e := range w0.rebalanceEntries() {
+		if e["msg"] == "partitions lost; dropping uncommitted work" {
+			t.Fatalf("p0 lost partitions: %v", e)
+		}
+	}
+	a.checkExactSequences()
+}

@@ -18,6 +18,13 @@ import (
 	"github.com/eddy-go/eddy/internal/kclient"
 )
 
+// Warm-up defaults (Kafka Streams' own): see Config.AcceptableRecoveryLag
+// and Config.MaxWarmupReplicas.
+const (
+	DefaultAcceptableRecoveryLag = 10_000
+	DefaultMaxWarmupReplicas     = 2
+)
+
 // Guarantee is the processing guarantee.
 type Guarantee int
 
@@ -124,6 +131,25 @@ type Config struct {
 	// The eddy_librdkafka build cannot place standbys (its group uses
 	// librdkafka's assignor): a positive value is an error there.
 	NumStandbyReplicas int
+	// AcceptableRecoveryLag is how far behind (changelog records, summed
+	// over a task's stores) an instance's local state of a stateful task
+	// may be for the task to move there at once (Kafka Streams'
+	// acceptable.recovery.lag). When balance would move a task to an
+	// instance further behind — one that just joined, say — the task keeps
+	// running where it is while a warm-up copy (a standby) catches up
+	// there, and moves once it is within this lag: scaling out never
+	// stops a task for a full restore. A warm-up that catches up asks the
+	// group for a rebalance at once (Kafka Streams waits for its next
+	// probing rebalance, every 10 minutes). Default 10,000; negative
+	// means 0 (only fully caught-up state counts).
+	AcceptableRecoveryLag int64
+	// MaxWarmupReplicas is how many warm-up copies the group keeps at once
+	// (Kafka Streams' max.warmup.replicas); the tasks beyond them keep
+	// running where they are until a warm-up slot frees. Default 2;
+	// negative: no warm-ups, tasks move at once and restore on their new
+	// instance. The eddy_librdkafka build has no warm-ups (its group uses
+	// librdkafka's assignor): there, both settings have no effect.
+	MaxWarmupReplicas int
 	// StateCleanupDelay is how long the local state of a task that no
 	// stream thread of this instance owns is kept before it is deleted
 	// (Kafka Streams' state.cleanup.delay.ms): a task that moved to another
@@ -225,6 +251,18 @@ func (c *Config) ensureDefaults() {
 	}
 	if c.StateCleanupDelay == 0 {
 		c.StateCleanupDelay = engine.DefaultStateCleanupDelay
+	}
+	switch {
+	case c.AcceptableRecoveryLag == 0:
+		c.AcceptableRecoveryLag = DefaultAcceptableRecoveryLag
+	case c.AcceptableRecoveryLag < 0:
+		c.AcceptableRecoveryLag = 0
+	}
+	switch {
+	case c.MaxWarmupReplicas == 0:
+		c.MaxWarmupReplicas = DefaultMaxWarmupReplicas
+	case c.MaxWarmupReplicas < 0:
+		c.MaxWarmupReplicas = 0
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()

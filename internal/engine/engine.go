@@ -43,6 +43,15 @@ type Config struct {
 	// the instance asks the group's assignor for (Kafka Streams'
 	// num.standby.replicas).
 	NumStandbyReplicas int
+	// AcceptableRecoveryLag and MaxWarmupReplicas are the warm-up settings
+	// the instance tells the group's assignor (Kafka Streams'
+	// acceptable.recovery.lag and max.warmup.replicas): a stateful task
+	// moves to an instance only when that instance's state of it is
+	// within AcceptableRecoveryLag changelog records of its owner's; else
+	// it stays while a warm-up copy catches up there, at most
+	// MaxWarmupReplicas at once (0: tasks move at once).
+	AcceptableRecoveryLag int64
+	MaxWarmupReplicas     int
 	// InstanceID, when set, makes each thread a static member
 	// ("<InstanceID>-<thread>").
 	InstanceID string

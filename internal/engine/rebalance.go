@@ -27,7 +27,7 @@ func (th *Thread) onRebalance(rb kclient.Rebalance) error {
 	// has, or idles).
 	if (len(rb.Assigned) > 0 || len(rb.Revoked) == 0) && th.cbErr == nil {
 		th.setState(ThreadRebalancing)
-		if err := th.assign(rb.Assigned, rb.Standby); err != nil {
+		if err := th.assign(rb.Assigned, rb.Standby, rb.Warmup); err != nil {
 			// Some new task's stores were never restored (or even looked
 			// at): no task of this assignment may process or commit.
 			th.dropAssignment()
@@ -49,9 +49,10 @@ func (th *Thread) memberState() kclient.MemberState {
 	s := kclient.MemberState{Process: th.cfg.ProcessID, Offsets: map[int32]int64{}}
 	if th.cfg.Program.HasLoggedStores() {
 		s.Standbys = th.cfg.NumStandbyReplicas
+		s.AcceptableRecoveryLag, s.MaxWarmups = th.cfg.AcceptableRecoveryLag, th.cfg.MaxWarmupReplicas
 	}
-	if p := th.standbyParts.Load(); p != nil {
-		s.Standby = *p
+	if f := th.following.Load(); f != nil {
+		s.Standby, s.Warmup = f.standby, f.claims
 	}
 	sums, err := th.cfg.StateDirectory.OffsetSums()
 	if err != nil {
@@ -218,7 +219,7 @@ func (th *Thread) closeTasksDirty() {
 // assign adds the tasks of newly assigned partitions, paused: they start
 // (startTasks) once their committed offsets and changelog ends can be
 // read, without holding back the thread's other tasks.
-func (th *Thread) assign(tps, standby []kclient.TP) error {
+func (th *Thread) assign(tps, standby, warmup []kclient.TP) error {
 	var added []*task
 	for _, tp := range tps {
 		for _, st := range th.cfg.Program.Subtopologies {
@@ -268,7 +269,7 @@ func (th *Thread) assign(tps, standby []kclient.TP) error {
 	// From here on the instance's cleaner leaves the tasks' state alone.
 	th.cfg.StateDirectory.Own(th.idx, ids)
 	th.log.Info("partitions assigned", zap.Int("partitions", len(tps)), zap.Strings("tasks", ids))
-	th.setStandbys(standby)
+	th.setStandbys(standby, warmup)
 	th.snapshot(true) // interactive queries see the new assignment at once
 	return th.startTasks(true)
 }

@@ -588,6 +588,19 @@ func (r *restorer) clear() {
 	r.assigned = false
 }
 
+// flush writes the records read and not yet written of a standby task's
+// changelogs (its stores' offsets then say how far it has read).
+func (r *restorer) flush(id processor.TaskID) error {
+	for _, t := range r.targets {
+		if t.id == id && len(t.pending) > 0 {
+			if err := r.apply(t, t.last+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // standbyTargets returns the standbys' changelog partitions.
 func (r *restorer) standbyTargets() map[kclient.TP]*restoreTarget {
 	out := map[kclient.TP]*restoreTarget{}

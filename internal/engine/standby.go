@@ -20,8 +20,16 @@ import (
 // instance (its active's instance died or left) its restore reads only
 // what the standby lagged. The group's assignor places standbys
 // (kclient.Rebalance.Standby), never on the instance of the task's active.
+// A warm-up (KIP-441) is a standby of a task the assignor holds for this
+// thread: once it is caught up (within Config.AcceptableRecoveryLag), the
+// thread asks the group for a rebalance and the task moves here.
 type standbyTask struct {
 	id processor.TaskID
+	// warmup: the task is held for this thread (kclient.Rebalance.Warmup).
+	warmup bool
+	// askedAt: when the thread last asked for a rebalance because this
+	// warm-up was caught up.
+	askedAt time.Time
 	// started: its changelogs are being read (the restorer's standby
 	// targets); else their offsets are still to be read (startStandbys).
 	started bool
@@ -30,11 +38,24 @@ type standbyTask struct {
 	lag int64
 }
 
+// followState is what the thread follows, for the group member's joins
+// (kclient.MemberState): its standby tasks' partitions (warm-ups
+// included), and the tasks held for it (claims, by partition).
+type followState struct {
+	standby, claims []int32
+}
+
 // setStandbys makes the standby tasks of an assignment's standby
-// partitions (tps) the thread's: new ones start (startStandbys), ones no
-// longer wanted stop, their state kept (it is the instance's, left to the
-// cleaner's delay like any task's it no longer owns).
-func (th *Thread) setStandbys(tps []kclient.TP) {
+// partitions (tps) the thread's, those of its warm-up partitions
+// (warmups: the tasks held for it) marked as warm-ups: new ones start
+// (startStandbys), ones no longer wanted stop, their state kept (it is
+// the instance's, left to the cleaner's delay like any task's it no longer
+// owns).
+func (th *Thread) setStandbys(tps, warmups []kclient.TP) {
+	claims := map[int32]bool{}
+	for _, tp := range warmups {
+		claims[tp.Partition] = true
+	}
 	want := map[processor.TaskID]bool{}
 	for _, tp := range tps {
 		for _, st := range th.cfg.Program.Subtopologies {
@@ -57,19 +78,27 @@ func (th *Thread) setStandbys(tps []kclient.TP) {
 		}
 	}
 	th.cfg.StateDirectory.ReleaseTasks(th.idx, gone)
+	var warm []string
 	for id := range want {
-		if th.tm.standby[id] == nil {
-			th.tm.standby[id] = &standbyTask{id: id, lag: -1}
+		sb := th.tm.standby[id]
+		if sb == nil {
+			sb = &standbyTask{id: id, lag: -1}
+			th.tm.standby[id] = sb
 			added = append(added, id.String())
+		}
+		if sb.warmup = claims[id.Partition]; sb.warmup {
+			warm = append(warm, id.String())
 		}
 	}
 	// A standby's state is owned like an active's: the cleaner leaves it.
 	th.cfg.StateDirectory.Own(th.idx, added)
-	th.publishStandbys()
-	if len(added)+len(gone) > 0 {
+	th.publishStandbys(slices.Sorted(maps.Keys(claims)))
+	if len(added)+len(gone) > 0 || len(warm) > 0 {
 		slices.Sort(added)
 		slices.Sort(gone)
-		th.log.Info("standby tasks", zap.Strings("added", added), zap.Strings("removed", gone), zap.Int("standby_tasks", len(th.tm.standby)))
+		slices.Sort(warm)
+		th.log.Info("standby tasks", zap.Strings("added", added), zap.Strings("removed", gone), zap.Strings("warmups", warm),
+			zap.Int("standby_tasks", len(th.tm.standby)), zap.Int("held_for_this_thread", len(claims)))
 	}
 }
 
@@ -82,17 +111,16 @@ func (th *Thread) dropStandby(id processor.TaskID) {
 	delete(th.tm.standby, id)
 }
 
-// publishStandbys keeps the partitions of the thread's standby tasks where
-// the group member's join reads them (memberState, on the client's
-// goroutine).
-func (th *Thread) publishStandbys() {
+// publishStandbys keeps the partitions of the thread's standby tasks, and
+// the tasks held for it (claims), where the group member's join reads them
+// (memberState, on the client's goroutine).
+func (th *Thread) publishStandbys(claims []int32) {
 	var parts []int32
 	for id := range th.tm.standby {
 		parts = append(parts, id.Partition)
 	}
 	slices.Sort(parts)
-	parts = slices.Compact(parts)
-	th.standbyParts.Store(&parts)
+	th.following.Store(&followState{standby: slices.Compact(parts), claims: claims})
 }
 
 // startStandbys starts reading the changelogs of standby tasks not started
@@ -160,14 +188,24 @@ func (th *Thread) changelogOffsets(tps []kclient.TP) (start, end map[kclient.TP]
 	return start, end, true, nil
 }
 
-// lookAtStandbys, every few seconds, reads the ends of the standbys'
-// changelogs: each standby's lag is what it has still to read, and a store
-// that has read its changelog to the end it had when looked at is in step
-// with it as of then (its synced time, storage.SyncedAt). A standby that
-// resumed kept state and reached the end only after its deadline
-// (resumeDeadline) is read again in full, as a restore would be.
+// lookAtStandbys, every few seconds (every second while a warm-up
+// reads), reads the ends of the standbys' changelogs: each standby's lag is
+// what it has still to read, and a store that has read its changelog to
+// the end it had when looked at is in step with it as of then (its synced
+// time, storage.SyncedAt). A standby that resumed kept state and reached
+// the end only after its deadline (resumeDeadline) is read again in full,
+// as a restore would be. A warm-up within the acceptable recovery lag has
+// what it read written (so that the instance reports it) and the thread
+// asks the group for a rebalance, which moves the task here.
 func (th *Thread) lookAtStandbys() error {
-	if len(th.tm.standby) == 0 || time.Since(th.lastStandbyLook) < standbyLookEvery {
+	every := standbyLookEvery
+	for _, sb := range th.tm.standby {
+		if sb.warmup {
+			every = warmupLookEvery
+			break
+		}
+	}
+	if len(th.tm.standby) == 0 || time.Since(th.lastStandbyLook) < every {
 		return nil
 	}
 	th.lastStandbyLook = time.Now()
@@ -205,13 +243,37 @@ func (th *Thread) lookAtStandbys() error {
 			return err
 		}
 	}
+	var caughtUp []string
 	for id, sb := range th.tm.standby {
-		if n, ok := lag[id]; ok {
-			sb.lag = n
+		n, ok := lag[id]
+		if !ok {
+			continue
 		}
+		sb.lag = n
+		if sb.warmup && n <= th.cfg.AcceptableRecoveryLag && time.Since(sb.askedAt) >= warmupAskAgain {
+			if err := th.restore.flush(id); err != nil {
+				return err
+			}
+			sb.askedAt = time.Now()
+			caughtUp = append(caughtUp, id.String())
+		}
+	}
+	if r, ok := th.consumer.(kclient.StateReporter); ok && len(caughtUp) > 0 {
+		slices.Sort(caughtUp)
+		th.log.Info("warm-up tasks caught up; asking the group for a rebalance to move them here", zap.Strings("tasks", caughtUp),
+			zap.Int64("acceptable_recovery_lag", th.cfg.AcceptableRecoveryLag))
+		r.Rejoin()
 	}
 	return nil
 }
 
-// standbyLookEvery is how often lookAtStandbys reads the changelogs' ends.
-const standbyLookEvery = 5 * time.Second
+// standbyLookEvery is how often lookAtStandbys reads the changelogs' ends;
+// warmupLookEvery how often while a warm-up reads; warmupAskAgain how long
+// a thread waits before asking again for a rebalance for a warm-up that
+// is still held for it after a rebalance (normally the task moves at
+// once).
+const (
+	standbyLookEvery = 5 * time.Second
+	warmupLookEvery  = time.Second
+	warmupAskAgain   = 10 * time.Second
+)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/eddy-go/eddy/internal/kclient"
@@ -77,5 +78,55 @@ func TestStandbyFollowsItsChangelogAndTakesOverWithoutRestoring(t *testing.T) {
 	seq := outputs(t, cl, true)[string(key)]
 	if got := seq[len(seq)-1]; got != 2 {
 		t.Fatalf("key %s counted %v; the last count is %d, want 2 (on from the value the standby read)", key, seq, got)
+	}
+}
+
+// A warm-up (a task the assignor holds for this thread while its state
+// catches up here) asks the group for a rebalance once it is within the
+// acceptable recovery lag, and not before; its join then reports the
+// claim and how far its state has read, which is what the assignor
+// weighs to move the task here.
+func TestWarmupAsksForARebalanceOnceCaughtUp(t *testing.T) {
+	cl := kclienttest.NewCluster()
+	r := newRig(t, cl, countTopology(t, nil), true, "")
+	r.cfg.AcceptableRecoveryLag = 5
+	feed(cl, 0, 100, 10)
+	run := r.start()
+	wait(t, "the group to commit all input", func() bool { return caughtUp(cl) })
+	p1 := kclient.TP{Topic: testIn, Partition: 1}
+	cl.RevokePartitions(p1)
+	wait(t, "the revocation", func() bool { return len(run.th.Snapshot().Tasks) == 1 })
+	// The instance holds no state of 0_1 (as one that just joined), and
+	// its changelog is held back from readers for now.
+	if err := storage.DropTask(r.cfg.Pebble, "0_1"); err != nil {
+		t.Fatal(err)
+	}
+	end := cl.End(changelog(), 1)
+	if end <= r.cfg.AcceptableRecoveryLag {
+		t.Fatalf("changelog 1 ends at %d: too short for the test", end)
+	}
+	cl.Hold(changelog(), 1)
+	cl.AssignWarmups(nil, []kclient.TP{p1})
+	wait(t, "the warm-up to know its lag", func() bool {
+		sb := run.th.Snapshot().Standbys
+		return len(sb) == 1 && sb[0].Lag > r.cfg.AcceptableRecoveryLag
+	})
+	if n := cl.Rejoins(); n != 0 {
+		t.Fatalf("the thread asked for %d rebalances with its warm-up %d records behind", n, run.th.Snapshot().Standbys[0].Lag)
+	}
+	cl.Release(changelog(), 1)
+	wait(t, "the caught-up warm-up to ask for a rebalance", func() bool { return cl.Rejoins() == 1 })
+	s, ok := cl.MemberState()
+	if !ok {
+		t.Fatal("the thread reported no member state")
+	}
+	if fmt.Sprint(s.Warmup) != "[1]" || s.AcceptableRecoveryLag != 5 || s.MaxWarmups != r.cfg.MaxWarmupReplicas {
+		t.Fatalf("member state %+v: want the claim [1] and the warm-up settings", s)
+	}
+	if s.Offsets[1] < end-r.cfg.AcceptableRecoveryLag {
+		t.Fatalf("the join reports 0_1's state at %d, the changelog ends at %d: the warm-up's reads were not written first", s.Offsets[1], end)
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
 	}
 }

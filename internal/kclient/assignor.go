@@ -44,10 +44,10 @@ type taskAssignor struct {
 	// state is what this member tells the leader (nil: nothing).
 	state func() MemberState
 
-	mu sync.Mutex // guards standby
-	// standby: the standby partitions of the last assignment, until the
-	// member hands them to the stream thread (takeStandby).
-	standby []TP
+	mu sync.Mutex // guards got
+	// got: the standbys, warm-ups and follow-up of the last assignment,
+	// until the member hands them to the stream thread (take).
+	got memberAssignment
 }
 
 // taskAssignorProtocol names the assignor in the group protocol.
@@ -77,12 +77,12 @@ func (a *taskAssignor) ParseSyncAssignment(assignment []byte) (map[string][]int3
 	if err := ka.ReadFrom(assignment); err != nil {
 		return nil, fmt.Errorf("kclient: reading the group's assignment: %w", err)
 	}
-	standby, err := decodeStandbys(ka.UserData)
+	got, err := decodeMemberAssignment(ka.UserData)
 	if err != nil {
 		return nil, err
 	}
 	a.mu.Lock()
-	a.standby = standby
+	a.got = got
 	a.mu.Unlock()
 	out := make(map[string][]int32, len(ka.Topics))
 	for _, t := range ka.Topics {
@@ -91,14 +91,15 @@ func (a *taskAssignor) ParseSyncAssignment(assignment []byte) (map[string][]int3
 	return out, nil
 }
 
-// takeStandby returns the standby partitions of the assignment parsed
-// last, once: nil when the group's assignment came from another assignor.
-func (a *taskAssignor) takeStandby() []TP {
+// take returns what the assignment parsed last says beside the member's
+// partitions, once: nothing when the group's assignment came from another
+// assignor.
+func (a *taskAssignor) take() memberAssignment {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := a.standby
-	a.standby = nil
-	return s
+	got := a.got
+	a.got = memberAssignment{}
+	return got
 }
 
 func (a *taskAssignor) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
@@ -110,19 +111,23 @@ func (a *taskAssignor) MemberBalancer(members []kmsg.JoinGroupResponseMember) (k
 }
 
 // userDataVersion is the version of the assignor's user data: a
-// member's MemberState in its join, its standby tasks in its assignment.
-const userDataVersion = 1
+// member's MemberState in its join, its standbys, warm-ups and follow-up
+// in its assignment.
+const userDataVersion = 2
 
 // encodeMemberState writes s as a member's user data: the version byte,
-// the process (length and bytes), the standby replicas wanted, the tasks'
-// offset sums (a count, then per task the uvarint step from the previous
-// partition and the sum as a varint), then the standby tasks (a count and
-// steps). A thousand tasks take a few kilobytes.
+// the process (length and bytes), the standby replicas wanted, the
+// acceptable recovery lag, the warm-ups allowed, the tasks' offset sums (a
+// count, then per task the uvarint step from the previous partition and
+// the sum as a varint), then the standby tasks (a count and steps). A
+// thousand tasks take a few kilobytes.
 func encodeMemberState(s MemberState) []byte {
 	b := []byte{userDataVersion}
 	b = binary.AppendUvarint(b, uint64(len(s.Process)))
 	b = append(b, s.Process...)
 	b = binary.AppendUvarint(b, uint64(max(s.Standbys, 0)))
+	b = binary.AppendUvarint(b, uint64(max(s.AcceptableRecoveryLag, 0)))
+	b = binary.AppendUvarint(b, uint64(max(s.MaxWarmups, 0)))
 	parts := slices.Sorted(maps.Keys(s.Offsets))
 	b = binary.AppendUvarint(b, uint64(len(parts)))
 	prev := int32(0)
@@ -131,7 +136,8 @@ func encodeMemberState(s MemberState) []byte {
 		b = binary.AppendVarint(b, s.Offsets[p])
 		prev = p
 	}
-	return appendPartitions(b, s.Standby)
+	b = appendPartitions(b, s.Standby)
+	return appendPartitions(b, s.Warmup)
 }
 
 // decodeMemberState reads what encodeMemberState wrote; anything else
@@ -143,6 +149,8 @@ func decodeMemberState(b []byte) (MemberState, error) {
 	var s MemberState
 	s.Process = string(r.bytes())
 	s.Standbys = int(min(r.uvarint(), 1<<16))
+	s.AcceptableRecoveryLag = int64(min(r.uvarint(), math.MaxInt64))
+	s.MaxWarmups = int(min(r.uvarint(), 1<<20))
 	n := r.count()
 	s.Offsets = make(map[int32]int64, n)
 	p := uint64(0)
@@ -155,43 +163,68 @@ func decodeMemberState(b []byte) (MemberState, error) {
 		s.Offsets[int32(p)] = off
 	}
 	s.Standby = r.partitions()
+	s.Warmup = r.partitions()
 	if err := r.end(); err != nil {
 		return MemberState{}, fmt.Errorf("kclient: member state: %w", err)
 	}
 	return s, nil
 }
 
-// encodeStandbys writes a member's standby partitions, by topic, as its
-// assignment's user data: the version byte, the number of topics, then per
-// topic its name and partitions.
-func encodeStandbys(standby map[string][]int32) []byte {
-	b := []byte{userDataVersion}
-	b = binary.AppendUvarint(b, uint64(len(standby)))
-	for _, t := range slices.Sorted(maps.Keys(standby)) {
-		b = binary.AppendUvarint(b, uint64(len(t)))
-		b = append(b, t...)
-		b = appendPartitions(b, slices.Sorted(slices.Values(standby[t])))
+// memberAssignment is what a member's assignment says beside its
+// partitions: the partitions it follows as standbys (warm-ups included),
+// the warm-ups among them, and whether a task is moving between members in
+// two steps (followUp: the member rejoins at once, so that the follow-up
+// rebalance that completes the move does not wait for heartbeats).
+type memberAssignment struct {
+	standby, warmup []TP
+	followUp        bool
+}
+
+// encodeMemberAssignment writes an assignment's user data: the version
+// byte, a flags byte (1: follow-up), then the standby and the warm-up
+// partitions, each as the number of topics and per topic its name and
+// partitions.
+func encodeMemberAssignment(standby, warmup map[string][]int32, followUp bool) []byte {
+	b := []byte{userDataVersion, 0}
+	if followUp {
+		b[1] = 1
+	}
+	for _, byTopic := range []map[string][]int32{standby, warmup} {
+		b = binary.AppendUvarint(b, uint64(len(byTopic)))
+		for _, t := range slices.Sorted(maps.Keys(byTopic)) {
+			b = binary.AppendUvarint(b, uint64(len(t)))
+			b = append(b, t...)
+			b = appendPartitions(b, slices.Sorted(slices.Values(byTopic[t])))
+		}
 	}
 	return b
 }
 
-// decodeStandbys reads what encodeStandbys wrote. No user data is no
-// standby.
-func decodeStandbys(b []byte) ([]TP, error) {
+// decodeMemberAssignment reads what encodeMemberAssignment wrote. No user
+// data is no standby, warm-up or follow-up.
+func decodeMemberAssignment(b []byte) (memberAssignment, error) {
 	if len(b) == 0 {
-		return nil, nil
+		return memberAssignment{}, nil
 	}
 	r := userData{b: b}
 	r.version()
-	var out []TP
-	for range r.count() {
-		t := string(r.bytes())
-		for _, p := range r.partitions() {
-			out = append(out, TP{Topic: t, Partition: p})
+	var out memberAssignment
+	switch flags := r.byte(); flags {
+	case 0, 1:
+		out.followUp = flags == 1
+	default:
+		r.fail()
+	}
+	for _, into := range []*[]TP{&out.standby, &out.warmup} {
+		for range r.count() {
+			t := string(r.bytes())
+			for _, p := range r.partitions() {
+				*into = append(*into, TP{Topic: t, Partition: p})
+			}
 		}
 	}
 	if err := r.end(); err != nil {
-		return nil, fmt.Errorf("kclient: standby assignment: %w", err)
+		return memberAssignment{}, fmt.Errorf("kclient: standby assignment: %w", err)
 	}
 	return out, nil
 }
@@ -230,6 +263,16 @@ func (r *userData) version() {
 		return
 	}
 	r.b = r.b[1:]
+}
+
+func (r *userData) byte() byte {
+	if len(r.b) == 0 {
+		r.fail()
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
 }
 
 func (r *userData) uvarint() uint64 {
@@ -295,7 +338,8 @@ type taskMember struct {
 	id      string
 	process string  // its instance (MemberState.Process; "": its own)
 	owned   []int32 // tasks it owns now (its claim of the newest generation)
-	standby []int32 // its standby tasks now
+	standby []int32 // its standby tasks now (warm-ups included)
+	warmup  []int32 // its warm-ups now: tasks it is to get once caught up
 	// state: how far its instance's local state of each task has read the
 	// task's changelogs (MemberState.Offsets; nil: none known).
 	state map[int32]int64
@@ -345,44 +389,51 @@ func (*taskAssignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) k
 		n = max(n, c)
 	}
 	members := make([]taskMember, len(js))
-	replicas := 0
+	var o groupOptions
 	for i, j := range js {
-		members[i] = taskMember{id: j.m.MemberID, process: j.state.Process, state: j.state.Offsets, standby: j.state.Standby}
-		replicas = max(replicas, j.state.Standbys)
+		members[i] = taskMember{id: j.m.MemberID, process: j.state.Process, state: j.state.Offsets, standby: j.state.Standby, warmup: j.state.Warmup}
+		o.standbys = max(o.standbys, j.state.Standbys)
+		o.acceptableLag = max(o.acceptableLag, j.state.AcceptableRecoveryLag)
+		o.maxWarmups = max(o.maxWarmups, j.state.MaxWarmups)
 		for _, p := range j.owned {
 			if p < n && claim[p] == i {
 				members[i].owned = append(members[i].owned, p)
 			}
 		}
 	}
-	assigned := assignTasks(members, n)
-	standby := assignStandbys(members, assigned, n, replicas)
+	ga := assignGroup(members, n, o)
 	plan := b.NewPlan()
-	standbyTPs := make(map[string]map[string][]int32, len(standby))
+	extra := make(map[string][2]map[string][]int32, len(js)) // standbys and warm-ups by topic
 	for _, j := range js {
-		byTopic := func(tasks []int32, add func(t string, p int32)) {
+		byTopic := func(tasks []int32) map[string][]int32 {
+			out := map[string][]int32{}
 			for _, p := range tasks {
 				for _, t := range j.topics {
 					if c, ok := topics[t]; ok && p < c {
-						add(t, p)
+						out[t] = append(out[t], p)
 					}
 				}
 			}
+			return out
 		}
-		byTopic(assigned[j.m.MemberID], func(t string, p int32) { plan.AddPartition(j.m, t, p) })
-		sb := map[string][]int32{}
-		byTopic(standby[j.m.MemberID], func(t string, p int32) { sb[t] = append(sb[t], p) })
-		standbyTPs[j.m.MemberID] = sb
+		for t, ps := range byTopic(ga.active[j.m.MemberID]) {
+			for _, p := range ps {
+				plan.AddPartition(j.m, t, p)
+			}
+		}
+		extra[j.m.MemberID] = [2]map[string][]int32{byTopic(ga.standby[j.m.MemberID]), byTopic(ga.warmup[j.m.MemberID])}
 	}
 	plan.AdjustCooperative(b)
-	return taskPlan{plan: plan, standby: standbyTPs}
+	return taskPlan{plan: plan, extra: extra, followUp: ga.followUp}
 }
 
 // taskPlan is the assignment the leader sends: each member's partitions,
-// and its standby partitions in the assignment's user data.
+// and in the assignment's user data its standby and warm-up partitions
+// and whether a follow-up rebalance is due.
 type taskPlan struct {
-	plan    *kgo.BalancePlan
-	standby map[string]map[string][]int32 // by member, then topic
+	plan     *kgo.BalancePlan
+	extra    map[string][2]map[string][]int32 // by member: standbys and warm-ups, by topic
+	followUp bool
 }
 
 func (p taskPlan) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignment {
@@ -394,14 +445,205 @@ func (p taskPlan) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignment {
 			at.Topic, at.Partitions = t, slices.Sorted(slices.Values(assignment[t]))
 			ka.Topics = append(ka.Topics, at)
 		}
-		if sb := p.standby[member]; len(sb) > 0 {
-			ka.UserData = encodeStandbys(sb)
+		if e := p.extra[member]; len(e[0]) > 0 || len(e[1]) > 0 || p.followUp {
+			ka.UserData = encodeMemberAssignment(e[0], e[1], p.followUp)
 		}
 		sa := kmsg.NewSyncGroupRequestGroupAssignment()
 		sa.MemberID, sa.MemberAssignment = member, ka.AppendTo(nil)
 		out = append(out, sa)
 	}
 	return out
+}
+
+// groupOptions are the group-wide settings of the assignor, the largest
+// the members report (MemberState).
+type groupOptions struct {
+	standbys      int
+	acceptableLag int64
+	maxWarmups    int
+}
+
+// groupAssignment is the assignor's decision, each part by member id with
+// the member's tasks in order: its active tasks; the tasks it follows
+// (standbys, and warm-ups); the tasks held for it (warmup: tasks it is to
+// get once caught up, which it claims at its next join; it follows those it
+// has a warm-up or standby copy of); and followUp, true when a task moves
+// from one member to another, which takes two rebalances (the old owner
+// revokes it, the next one gives it to the new).
+type groupAssignment struct {
+	active, standby, warmup map[string][]int32
+	followUp                bool
+}
+
+// assignGroup assigns tasks 0…n-1 to members as Kafka Streams' assignor
+// does with warm-ups (KIP-441). The target is the balanced, sticky,
+// state-aware assignment (assignTasks) of what the members own, a task
+// held for a member counting as that member's (its claim, MemberState's
+// Warmup): so the target stays put while warm-ups catch up. A stateful
+// task the target moves to an instance that holds its state too far
+// behind stays with its owner (holdForWarmup) while a warm-up copy
+// catches up there (assignWarmups, at most o.maxWarmups at once);
+// standbys as assignStandbys places them.
+func assignGroup(members []taskMember, n int32, o groupOptions) groupAssignment {
+	target := assignTasks(withClaims(members, n), n)
+	active, held := target, map[int32]string(nil)
+	if o.maxWarmups > 0 {
+		active, held = holdForWarmup(members, target, n, o.acceptableLag)
+	}
+	standby := assignStandbys(members, active, n, o.standbys)
+	followed, warmup := assignWarmups(members, held, standby, o.maxWarmups)
+	for id, ps := range followed {
+		standby[id] = slices.Compact(slices.Sorted(slices.Values(append(standby[id], ps...))))
+	}
+	owner := map[int32]string{}
+	for _, m := range members {
+		for _, p := range m.owned {
+			owner[p] = m.id
+		}
+	}
+	followUp := false
+	for id, ps := range active {
+		for _, p := range ps {
+			if o, ok := owner[p]; ok && o != id {
+				followUp = true
+			}
+		}
+	}
+	return groupAssignment{active: active, standby: standby, warmup: warmup, followUp: followUp}
+}
+
+// withClaims returns members as the target assignment sees them: a task
+// (0…n-1) a member claims (held for it at the last rebalance) is its own,
+// not its owner's, unless an owner is of the claimant's instance. Of two
+// claimants of a task, the first by id has it.
+func withClaims(members []taskMember, n int32) []taskMember {
+	claimant := map[int32]int{} // task → its claimant's index
+	for i, m := range members {
+		for _, p := range m.warmup {
+			if c, ok := claimant[p]; p < n && (!ok || m.id < members[c].id) {
+				claimant[p] = i
+			}
+		}
+	}
+	if len(claimant) == 0 {
+		return members
+	}
+	ownedOn := map[int32][]string{} // task → the instances of its owners
+	for _, m := range members {
+		for _, p := range m.owned {
+			ownedOn[p] = append(ownedOn[p], m.instance())
+		}
+	}
+	out := make([]taskMember, len(members))
+	for i, m := range members {
+		out[i] = m
+		out[i].owned = slices.Clone(m.owned)
+	}
+	for p, c := range claimant {
+		if slices.Contains(ownedOn[p], members[c].instance()) {
+			continue
+		}
+		for i := range out {
+			out[i].owned = slices.DeleteFunc(out[i].owned, func(q int32) bool { return q == p })
+		}
+		out[c].owned = append(out[c].owned, p)
+	}
+	for i := range out {
+		slices.Sort(out[i].owned)
+	}
+	return out
+}
+
+// holdForWarmup keeps with its owner each task target would move to a
+// member of another instance whose state of the task is more than lag
+// changelog records behind the furthest a member reports (its owner's, as
+// a rule). Only stateful tasks are held: those whose owner reports state
+// of them. It returns the assignment with the held tasks back with their
+// owners, and for each held task the member it is held for.
+func holdForWarmup(members []taskMember, target map[string][]int32, n int32, lag int64) (map[string][]int32, map[int32]string) {
+	byID := make(map[string]taskMember, len(members))
+	owner := map[int32]taskMember{}
+	furthest := map[int32]int64{}
+	for _, m := range members {
+		byID[m.id] = m
+		for _, p := range m.owned {
+			owner[p] = m
+		}
+		for p, off := range m.state {
+			if cur, ok := furthest[p]; !ok || off > cur {
+				furthest[p] = off
+			}
+		}
+	}
+	active := make(map[string][]int32, len(target))
+	held := map[int32]string{}
+	for id, ps := range target {
+		t := byID[id]
+		for _, p := range ps {
+			c, owned := owner[p]
+			_, stateful := c.state[p]
+			off, has := t.state[p]
+			if !owned || c.id == id || c.instance() == t.instance() || !stateful || has && furthest[p]-off <= lag {
+				active[id] = append(active[id], p)
+				continue
+			}
+			active[c.id] = append(active[c.id], p)
+			held[p] = id
+		}
+	}
+	for id := range active {
+		slices.Sort(active[id])
+	}
+	return active, held
+}
+
+// assignWarmups decides which held tasks (held: the member each is held
+// for) get a copy on their member's instance to catch up with: a task the
+// instance already follows as a standby needs none (that standby's member
+// follows it), the others at most max at once — those the member follows
+// already (last round's warm-ups) first, then those of which its instance
+// holds the most state, then in order. It returns the warm-up copies to
+// follow (besides the standbys), and every held task as the claim of the
+// member it is held for.
+func assignWarmups(members []taskMember, held map[int32]string, standby map[string][]int32, max int) (followed, claims map[string][]int32) {
+	followed, claims = map[string][]int32{}, map[string][]int32{}
+	if len(held) == 0 {
+		return followed, claims
+	}
+	byID := make(map[string]taskMember, len(members))
+	for _, m := range members {
+		byID[m.id] = m
+	}
+	tasks := slices.Sorted(maps.Keys(held))
+	slices.SortStableFunc(tasks, func(a, b int32) int {
+		ma, mb := byID[held[a]], byID[held[b]]
+		if ha, hb := slices.Contains(ma.standby, a), slices.Contains(mb.standby, b); ha != hb {
+			if ha {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(mb.state[b], ma.state[a])
+	})
+	placed := 0
+	for _, p := range tasks {
+		t := byID[held[p]]
+		claims[t.id] = append(claims[t.id], p)
+		covered := slices.ContainsFunc(members, func(m taskMember) bool {
+			return m.instance() == t.instance() && slices.Contains(standby[m.id], p)
+		})
+		if !covered && placed < max {
+			followed[t.id] = append(followed[t.id], p)
+			placed++
+		}
+	}
+	for id := range claims {
+		slices.Sort(claims[id])
+	}
+	for id := range followed {
+		slices.Sort(followed[id])
+	}
+	return followed, claims
 }
 
 // assignStandbys places replicas standby copies of each task (0…n-1):
@@ -471,12 +713,14 @@ func betterStandby(m, o taskMember, p int32, load map[string]int) bool {
 }
 
 // assignTasks gives the tasks 0…n-1 to members: each keeps what it owns up
-// to its share (keepOrder says which, when it owns more); a task nobody keeps goes to a member below its share whose
-// state of it is furthest along (then to the member with fewest tasks so
-// far, then by id); the rest fill the members below their shares in order.
-// Shares are n/m, and n/m+1 for the first n%m members ordered by how many
-// tasks they own (most first), then by id. The result is by member id,
-// each member's tasks in order.
+// to its share (keepOrder says which, when it owns more); a task nobody
+// keeps goes to a member below its share whose state of it is furthest
+// along (then to the member with fewest tasks so far, then by id); the rest
+// fill the members below their shares in order. Shares are n/m, and n/m+1
+// for the first n%m members ordered by how many tasks they own (most
+// first), then by id. The result is by member id, each member's tasks in
+// order; given what it returned as what the members own, it returns the
+// same.
 func assignTasks(members []taskMember, n int32) map[string][]int32 {
 	out := make(map[string][]int32, len(members))
 	if len(members) == 0 {
@@ -545,18 +789,19 @@ func assignTasks(members []taskMember, n int32) map[string][]int32 {
 }
 
 // keepOrder orders the tasks m owns by what moving each would cost: the
-// tasks another member's instance holds state of, closest to m's own, come
-// last (they are the first m gives up when it owns more than its share),
-// and the tasks no other instance holds state of come first, in order.
+// tasks another instance holds state of, closest to m's own instance's,
+// come last (they are the first m gives up when it owns more than its
+// share), and the tasks no other instance holds state of come first, in
+// order.
 func keepOrder(m taskMember, members []taskMember) []int32 {
-	if len(m.state) == 0 {
-		return m.owned
-	}
 	gap := make(map[int32]int64, len(m.owned))
 	for _, p := range m.owned {
 		gap[p] = math.MaxInt64
 		for _, o := range members {
-			if off, ok := o.state[p]; ok && o.id != m.id {
+			if o.instance() == m.instance() {
+				continue
+			}
+			if off, ok := o.state[p]; ok {
 				gap[p] = min(gap[p], m.state[p]-off)
 			}
 		}

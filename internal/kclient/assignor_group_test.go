@@ -4,6 +4,7 @@ package kclient
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -11,6 +12,102 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
+
+// groupMember is a member of a kfake group in a test: what it owns and
+// follows, as its rebalances said.
+type groupMember struct {
+	t       *testing.T
+	c       Consumer
+	mu      sync.Mutex
+	owned   []int32
+	standby []TP // of the last assignment
+	warmup  []TP // of the last assignment
+	log     []string
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// startMember joins the group of cfg on topic "in", telling the assignor
+// state at each join, and polls until end.
+func startMember(t *testing.T, cfg Config, state func() MemberState) *groupMember {
+	cons, err := NewGroupConsumer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &groupMember{t: t, c: cons, stop: make(chan struct{}), done: make(chan struct{})}
+	cons.(StateReporter).ReportState(state)
+	err = cons.Subscribe([]string{"in"}, func(rb Rebalance) error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, tp := range rb.Revoked {
+			m.owned = slices.DeleteFunc(m.owned, func(p int32) bool { return p == tp.Partition })
+			m.log = append(m.log, fmt.Sprintf("-%d", tp.Partition))
+		}
+		if len(rb.Revoked) == 0 {
+			m.standby, m.warmup = rb.Standby, rb.Warmup
+		}
+		for _, tp := range rb.Assigned {
+			m.owned = append(m.owned, tp.Partition)
+			m.log = append(m.log, fmt.Sprintf("+%d", tp.Partition))
+		}
+		slices.Sort(m.owned)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(m.done)
+		for {
+			select {
+			case <-m.stop:
+				return
+			default:
+			}
+			if _, err := cons.Poll(20 * time.Millisecond); err != nil {
+				t.Errorf("%v", err)
+				return
+			}
+		}
+	}()
+	return m
+}
+
+func (m *groupMember) owns() []int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.owned)
+}
+
+// waitFor waits until what (of the member, read under its lock) is want.
+func (m *groupMember) waitFor(what string, want string, get func() string) {
+	m.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m.mu.Lock()
+		got := get()
+		log := slices.Clone(m.log)
+		m.mu.Unlock()
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			m.t.Fatalf("%s %s, want %s (rebalances: %v)", what, got, want, log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (m *groupMember) waitOwns(want []int32) {
+	m.t.Helper()
+	m.waitFor("owns", fmt.Sprint(want), func() string { return fmt.Sprint(m.owned) })
+}
+
+func (m *groupMember) end() {
+	close(m.stop)
+	<-m.done
+	m.c.Close()
+}
 
 // Through a real group protocol exchange (franz-go's embedded broker): a
 // member's reported state reaches the leader's assignor, and a member that
@@ -25,111 +122,90 @@ func TestGroupPlacesTasksByReportedState(t *testing.T) {
 	defer c.Close()
 	cfg := Config{"bootstrap.servers": c.ListenAddrs()[0], "group.id": "g",
 		"session.timeout.ms": "6000", "heartbeat.interval.ms": "100"}
-
-	type member struct {
-		c       Consumer
-		mu      sync.Mutex
-		owned   []int32
-		standby []TP // of the last assignment
-		log     []string
-		stop    chan struct{}
-		done    chan struct{}
+	static := func(name string, offsets map[int32]int64) func() MemberState {
+		return func() MemberState { return MemberState{Process: name, Offsets: offsets, Standbys: 1} }
 	}
-	start := func(name string, state map[int32]int64) *member {
-		cons, err := NewGroupConsumer(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := &member{c: cons, stop: make(chan struct{}), done: make(chan struct{})}
-		cons.(StateReporter).ReportState(func() MemberState { return MemberState{Process: name, Offsets: state, Standbys: 1} })
-		err = cons.Subscribe([]string{"in"}, func(rb Rebalance) error {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			for _, tp := range rb.Revoked {
-				m.owned = slices.DeleteFunc(m.owned, func(p int32) bool { return p == tp.Partition })
-				m.log = append(m.log, fmt.Sprintf("-%d", tp.Partition))
-			}
-			if len(rb.Revoked) == 0 {
-				m.standby = rb.Standby
-			}
-			for _, tp := range rb.Assigned {
-				m.owned = append(m.owned, tp.Partition)
-				m.log = append(m.log, fmt.Sprintf("+%d", tp.Partition))
-			}
-			slices.Sort(m.owned)
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			defer close(m.done)
-			for {
-				select {
-				case <-m.stop:
-					return
-				default:
-				}
-				if _, err := cons.Poll(20 * time.Millisecond); err != nil {
-					t.Errorf("%s: %v", name, err)
-					return
-				}
-			}
-		}()
-		return m
-	}
-	owns := func(m *member) []int32 {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return slices.Clone(m.owned)
-	}
-	waitOwns := func(m *member, want []int32) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !slices.Equal(owns(m), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("owns %v, want %v (rebalances: %v)", owns(m), want, m.log)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	end := func(m *member) {
-		close(m.stop)
-		<-m.done
-		m.c.Close()
-	}
-
-	a := start("a", map[int32]int64{0: 50, 1: 50, 2: 50, 3: 50})
-	defer end(a)
-	waitOwns(a, []int32{0, 1, 2, 3})
+	a := startMember(t, cfg, static("a", map[int32]int64{0: 50, 1: 50, 2: 50, 3: 50}))
+	defer a.end()
+	a.waitOwns([]int32{0, 1, 2, 3})
 	// b's instance holds state of tasks 1 and 3, nearly as far along as a's.
-	b := start("b", map[int32]int64{1: 49, 3: 48})
-	defer end(b)
-	waitOwns(b, []int32{1, 3})
-	waitOwns(a, []int32{0, 2})
+	b := startMember(t, cfg, static("b", map[int32]int64{1: 49, 3: 48}))
+	defer b.end()
+	b.waitOwns([]int32{1, 3})
+	a.waitOwns([]int32{0, 2})
 	// Each follows the other's tasks as a standby.
-	for _, w := range []struct {
-		m    *member
-		want string
-	}{{a, "[in-1 in-3]"}, {b, "[in-0 in-2]"}} {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			w.m.mu.Lock()
-			got := fmt.Sprint(w.m.standby)
-			w.m.mu.Unlock()
-			if got == w.want {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("standbys %s, want %s", got, w.want)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	a.waitFor("standbys", "[in-1 in-3]", func() string { return fmt.Sprint(a.standby) })
+	b.waitFor("standbys", "[in-0 in-2]", func() string { return fmt.Sprint(b.standby) })
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, e := range a.log[4:] {
 		if e[0] == '-' && e != "-1" && e != "-3" {
+			t.Fatalf("a revoked a task it keeps: rebalances %v", a.log)
+		}
+	}
+}
+
+// Scaling out with warm-ups through the real protocol: a member of a new
+// instance with no state gets none of the stateful tasks at first, only
+// warm-ups of two of the two it is to get (at most two warm-ups); when its
+// state catches up and it asks for a rebalance (Rejoin), the tasks move to
+// it, the old owner revoking only those.
+func TestGroupWarmsUpThenMoves(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfg := Config{"bootstrap.servers": c.ListenAddrs()[0], "group.id": "g",
+		"session.timeout.ms": "6000", "heartbeat.interval.ms": "100"}
+	full := map[int32]int64{0: 1000, 1: 1000, 2: 1000, 3: 1000}
+	a := startMember(t, cfg, func() MemberState {
+		return MemberState{Process: "a", Offsets: full, AcceptableRecoveryLag: 10, MaxWarmups: 2}
+	})
+	defer a.end()
+	a.waitOwns([]int32{0, 1, 2, 3})
+
+	var mu sync.Mutex // guards bState and bMember
+	bState := map[int32]int64{}
+	var bMember *groupMember
+	b := startMember(t, cfg, func() MemberState {
+		mu.Lock()
+		defer mu.Unlock()
+		s := MemberState{Process: "b", Offsets: maps.Clone(bState), AcceptableRecoveryLag: 10, MaxWarmups: 2}
+		if bMember != nil {
+			bMember.mu.Lock()
+			for _, tp := range bMember.warmup {
+				s.Warmup = append(s.Warmup, tp.Partition)
+			}
+			for _, tp := range bMember.standby {
+				s.Standby = append(s.Standby, tp.Partition)
+			}
+			bMember.mu.Unlock()
+		}
+		return s
+	})
+	mu.Lock()
+	bMember = b
+	mu.Unlock()
+	defer b.end()
+	b.waitFor("warm-ups", "[in-2 in-3]", func() string { return fmt.Sprint(b.warmup) })
+	if got := b.owns(); len(got) != 0 {
+		t.Fatalf("b owns %v before its warm-ups caught up", got)
+	}
+	a.waitOwns([]int32{0, 1, 2, 3})
+
+	// b's warm-ups catch up; it asks for a rebalance.
+	mu.Lock()
+	bState[2], bState[3] = 995, 1000
+	mu.Unlock()
+	b.c.(StateReporter).Rejoin()
+	b.waitOwns([]int32{2, 3})
+	a.waitOwns([]int32{0, 1})
+	b.waitFor("warm-ups", "[]", func() string { return fmt.Sprint(b.warmup) })
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range a.log[4:] {
+		if e[0] == '-' && e != "-2" && e != "-3" {
 			t.Fatalf("a revoked a task it keeps: rebalances %v", a.log)
 		}
 	}

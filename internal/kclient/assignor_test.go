@@ -110,6 +110,224 @@ func TestAssignTasksProperties(t *testing.T) {
 	}
 }
 
+// The whole assignment with standbys and warm-ups over random groups:
+// every task on exactly one active member; no task's copies (active,
+// standbys, warm-ups) twice on one instance; a stateful task moves to
+// another instance only when that instance is caught up on it (else it
+// stays and a warm-up copy goes there, at most the maximum at once); an
+// unchanged group moves nothing; and as warm-ups catch up, round after
+// round, every held task moves and the shares end balanced.
+func TestAssignGroupProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := range 1500 {
+		n := int32(rng.IntN(30))
+		procs := 1 + rng.IntN(4)
+		o := groupOptions{standbys: rng.IntN(3), acceptableLag: int64(rng.IntN(3)) * 50, maxWarmups: rng.IntN(4)}
+		// Each instance's state of each task, shared by its members.
+		state := make([]map[int32]int64, procs)
+		for i := range state {
+			state[i] = map[int32]int64{}
+			for p := range n {
+				if rng.IntN(2) == 0 {
+					state[i][p] = int64(rng.IntN(400))
+				}
+			}
+		}
+		var members []taskMember
+		for i := range 1 + rng.IntN(7) {
+			proc := rng.IntN(procs)
+			members = append(members, taskMember{id: fmt.Sprintf("m%02d", i), process: fmt.Sprintf("proc-%d", proc), state: state[proc]})
+		}
+		owned := map[int32]bool{}
+		for p := range n {
+			if rng.IntN(3) > 0 {
+				i := rng.IntN(len(members))
+				members[i].owned = append(members[i].owned, p)
+				owned[p] = true
+				// An owner's instance holds its task's state furthest along.
+				if _, ok := members[i].state[p]; ok || rng.IntN(2) == 0 {
+					members[i].state[p] = 1000
+				}
+			}
+		}
+		ga := assignGroup(members, n, o)
+		checkAssignment(t, round, members, n, o, ga)
+		// Unchanged (each member owning what it was given): nothing moves.
+		again := rejoined(members, ga)
+		g2 := assignGroup(again, n, o)
+		if g2.followUp {
+			t.Fatalf("round %d: an unchanged group asked for a follow-up rebalance: %+v\nfirst %+v\nmembers %+v\nagain %+v, opts %+v", round, g2, ga, members, again, o)
+		}
+		if g2.followUp = ga.followUp; fmt.Sprint(g2) != fmt.Sprint(ga) {
+			t.Fatalf("round %d: an unchanged group changed its assignment:\n%+v\nthen\n%+v", round, ga, g2)
+		}
+		// Warm-ups catch up, one rebalance after another: everything held
+		// moves, and the shares end within one of each other.
+		cur, g := again, ga
+		for step := 0; ; step++ {
+			if step > int(n)+2 {
+				t.Fatalf("round %d: warm-ups still pending after %d rebalances: %+v", round, step, g)
+			}
+			pending := false
+			for id, ps := range g.warmup {
+				i := slices.IndexFunc(cur, func(m taskMember) bool { return m.id == id })
+				for _, p := range ps {
+					pending = true
+					// A copy the instance follows catches up (every
+					// member of the instance sees its state).
+					if slices.ContainsFunc(cur, func(m taskMember) bool {
+						return m.instance() == cur[i].instance() && slices.Contains(g.standby[m.id], p)
+					}) {
+						cur[i].state[p] = 1000
+					}
+				}
+			}
+			if !pending {
+				break
+			}
+			g = assignGroup(cur, n, o)
+			checkAssignment(t, round, cur, n, o, g)
+			cur = rejoined(cur, g)
+			g = assignGroup(cur, n, o) // the follow-up
+			checkAssignment(t, round, cur, n, o, g)
+			cur = rejoined(cur, g)
+		}
+		lo, hi := int(n), 0
+		for _, m := range cur {
+			lo, hi = min(lo, len(g.active[m.id])), max(hi, len(g.active[m.id]))
+		}
+		if hi-lo > 1 {
+			t.Fatalf("round %d: after the warm-ups, shares from %d to %d: %v", round, lo, hi, g.active)
+		}
+	}
+}
+
+// Scaling out with state (KIP-441): a joining instance with no state
+// gets no stateful task at once; the tasks balance would give it stay
+// where they are while warm-ups (at most two) catch up there; each moves
+// once its warm-up is within the acceptable lag (the move takes a
+// follow-up rebalance), and the next warm-up starts.
+func TestAssignGroupWarmsUpBeforeMoving(t *testing.T) {
+	o := groupOptions{acceptableLag: 100, maxWarmups: 2}
+	full := map[int32]int64{0: 5000, 1: 5000, 2: 5000, 3: 5000, 4: 5000, 5: 5000}
+	a := taskMember{id: "a", process: "A", owned: []int32{0, 1, 2, 3, 4, 5}, state: full}
+	b := taskMember{id: "b", process: "B", state: map[int32]int64{}}
+	g := assignGroup([]taskMember{a, b}, 6, o)
+	if fmt.Sprint(g.active, g.standby, g.warmup, g.followUp) != "map[a:[0 1 2 3 4 5]] map[b:[3 4]] map[b:[3 4 5]] false" {
+		t.Fatalf("b joins: active %v, followed %v, held %v, follow-up %v", g.active, g.standby, g.warmup, g.followUp)
+	}
+	// The same again while the warm-ups read: nothing changes.
+	members := rejoined([]taskMember{a, b}, g)
+	members[1].state[3], members[1].state[4] = 2000, 4000
+	if g2 := assignGroup(members, 6, o); fmt.Sprint(g2) != fmt.Sprint(g) {
+		t.Fatalf("warm-ups behind: %+v, want %+v", g2, g)
+	}
+	// Task 4's warm-up is caught up (within 100 records): it moves, in
+	// two steps; 3 and 5 stay, held for b.
+	members[1].state[4] = 4950
+	g = assignGroup(members, 6, o)
+	if fmt.Sprint(g.active, g.warmup, g.followUp) != "map[a:[0 1 2 3 5] b:[4]] map[b:[3 5]] true" {
+		t.Fatalf("one warm-up caught up: active %v, held %v, follow-up %v", g.active, g.warmup, g.followUp)
+	}
+	if !slices.Contains(g.standby["b"], 5) {
+		t.Fatalf("the next warm-up (5) does not start: b follows %v", g.standby["b"])
+	}
+	// Both caught up: balanced, nothing held.
+	members = rejoined(members, g)
+	members[1].state[3], members[1].state[5] = 5000, 5000
+	g = assignGroup(members, 6, o)
+	if fmt.Sprint(g.active, g.warmup) != "map[a:[0 1 2] b:[3 4 5]] map[]" {
+		t.Fatalf("all caught up: active %v, held %v", g.active, g.warmup)
+	}
+	// Without warm-ups allowed, the tasks move at once.
+	g = assignGroup([]taskMember{a, b}, 6, groupOptions{acceptableLag: 100})
+	if fmt.Sprint(g.active, g.followUp) != "map[a:[0 1 2] b:[3 4 5]] true" {
+		t.Fatalf("no warm-ups: active %v, follow-up %v", g.active, g.followUp)
+	}
+}
+
+// rejoined returns members as they join after getting ga: owning its
+// active tasks (the moves' second step done), following its standbys.
+func rejoined(members []taskMember, ga groupAssignment) []taskMember {
+	out := make([]taskMember, len(members))
+	for i, m := range members {
+		out[i] = taskMember{id: m.id, process: m.process, owned: ga.active[m.id], standby: ga.standby[m.id], warmup: ga.warmup[m.id], state: m.state}
+	}
+	return out
+}
+
+func checkAssignment(t *testing.T, round int, members []taskMember, n int32, o groupOptions, ga groupAssignment) {
+	t.Helper()
+	byID := map[string]taskMember{}
+	owner := map[int32]taskMember{}
+	furthest := map[int32]int64{}
+	for _, m := range members {
+		byID[m.id] = m
+		for _, p := range m.owned {
+			owner[p] = m
+		}
+		for p, off := range m.state {
+			furthest[p] = max(furthest[p], off)
+		}
+	}
+	active := map[int32]string{}
+	for id, ps := range ga.active {
+		for _, p := range ps {
+			if o, dup := active[p]; dup {
+				t.Fatalf("round %d: task %d active on %s and %s", round, p, o, id)
+			}
+			active[p] = id
+			c, ok := owner[p]
+			to := byID[id]
+			if !ok || c.id == id || c.instance() == to.instance() {
+				continue
+			}
+			if _, stateful := c.state[p]; !stateful || o.maxWarmups == 0 {
+				continue
+			}
+			if off, ok := to.state[p]; !ok || furthest[p]-off > o.acceptableLag {
+				t.Fatalf("round %d: stateful task %d moved from %s to %s, whose state is %d behind (acceptable %d)", round, p, c.id, id, furthest[p]-off, o.acceptableLag)
+			}
+		}
+	}
+	if len(active) != int(n) {
+		t.Fatalf("round %d: %d of %d tasks active", round, len(active), n)
+	}
+	instances := map[string]bool{}
+	for _, m := range members {
+		instances[m.instance()] = true
+	}
+	copies := map[int32][]string{}
+	for id, ps := range ga.standby {
+		for _, p := range ps {
+			copies[p] = append(copies[p], byID[id].instance())
+		}
+	}
+	warm := 0 // held tasks followed by the member they are held for
+	for id, ps := range ga.warmup {
+		for _, p := range ps {
+			if byID[id].instance() == byID[active[p]].instance() {
+				t.Fatalf("round %d: task %d held on %s for %s, of the same instance", round, p, active[p], id)
+			}
+			if slices.Contains(ga.standby[id], p) {
+				warm++
+			}
+		}
+	}
+	for p := range n {
+		on := append([]string{byID[active[p]].instance()}, copies[p]...)
+		if len(on) != len(slices.Compact(slices.Sorted(slices.Values(on)))) {
+			t.Fatalf("round %d: task %d has two copies on one instance: %v", round, p, on)
+		}
+		if want := min(o.standbys, len(instances)-1); len(copies[p]) < want {
+			t.Fatalf("round %d: task %d has %d standbys, want %d", round, p, len(copies[p]), want)
+		}
+	}
+	if o.standbys == 0 && warm > o.maxWarmups { // (standbys serve as warm-ups beyond the maximum)
+		t.Fatalf("round %d: %d warm-ups, at most %d allowed", round, warm, o.maxWarmups)
+	}
+}
+
 // A member joining takes its share from the others; a member leaving
 // leaves its tasks to the others; no other task moves.
 func TestAssignTasksMovesOnlyWhatBalanceNeeds(t *testing.T) {
@@ -169,18 +387,24 @@ func TestAssignTasksFollowsState(t *testing.T) {
 // Member state in user data: what is encoded decodes the same; another
 // client's user data, a truncated or padded one is an error.
 func TestMemberStateEncoding(t *testing.T) {
-	s := MemberState{Process: "proc-1", Offsets: map[int32]int64{0: 0, 3: 1 << 40, 7: 12, 4999: 5}, Standbys: 2, Standby: []int32{1, 4, 9}}
+	s := MemberState{Process: "proc-1", Offsets: map[int32]int64{0: 0, 3: 1 << 40, 7: 12, 4999: 5}, Standbys: 2, Standby: []int32{1, 4, 9}, Warmup: []int32{4},
+		AcceptableRecoveryLag: 10_000, MaxWarmups: 2}
 	b := encodeMemberState(s)
 	got, err := decodeMemberState(b)
 	if err != nil || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", s) {
 		t.Fatalf("decoded %+v, %v; want %+v", got, err, s)
 	}
-	sb := encodeStandbys(map[string][]int32{"b": {3, 1}, "a": {0}})
-	if tps, err := decodeStandbys(sb); err != nil || fmt.Sprint(tps) != "[a-0 b-1 b-3]" {
-		t.Fatalf("standbys decoded %v, %v", tps, err)
+	sb := encodeMemberAssignment(map[string][]int32{"b": {3, 1}, "a": {0}}, map[string][]int32{"b": {3}}, true)
+	if got, err := decodeMemberAssignment(sb); err != nil || fmt.Sprint(got.standby, got.warmup, got.followUp) != "[a-0 b-1 b-3] [b-3] true" {
+		t.Fatalf("assignment decoded %+v, %v", got, err)
 	}
-	if _, err := decodeStandbys(sb[:len(sb)-1]); err == nil {
-		t.Fatal("a cut standby assignment decoded")
+	if got, err := decodeMemberAssignment(nil); err != nil || got.standby != nil || got.warmup != nil || got.followUp {
+		t.Fatalf("no user data decoded as %+v, %v", got, err)
+	}
+	for _, bad := range [][]byte{sb[:len(sb)-1], append(slices.Clone(sb), 0), {userDataVersion, 2, 0, 0}, {1, 0, 0, 0}} {
+		if _, err := decodeMemberAssignment(bad); err == nil {
+			t.Fatalf("assignment % x decoded", bad)
+		}
 	}
 	for _, bad := range [][]byte{nil, {}, {2}, b[:len(b)-1], append(slices.Clone(b), 0), []byte("range")} {
 		if _, err := decodeMemberState(bad); err == nil {

@@ -105,8 +105,17 @@ func (m *franzMember) subscribe(topics []string, onRebalance func(Rebalance) err
 		kgo.Balancers(assignor, kgo.RangeBalancer()),
 		kgo.DisableAutoCommit(),
 		kgo.WithHooks(groupErrorHook{m.errs}),
-		kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, a map[string][]int32) {
-			m.handOver(ctx, Rebalance{Assigned: tpsOf(a), Standby: assignor.takeStandby()})
+		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, a map[string][]int32) {
+			got := assignor.take()
+			m.handOver(ctx, Rebalance{Assigned: tpsOf(a), Standby: got.standby, Warmup: got.warmup})
+			if got.followUp {
+				// A task moves in two steps: every member rejoins now,
+				// so the follow-up rebalance that gives it to its new
+				// owner waits for the old owner's revocation only, not
+				// for the members' next heartbeats. (Off this
+				// goroutine: the client holds its group lock here.)
+				go cl.ForceRebalance()
+			}
 		}),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, _ *kgo.Client, r map[string][]int32) {
 			if len(r) > 0 {
@@ -133,6 +142,14 @@ func (m *franzMember) subscribe(topics []string, onRebalance func(Rebalance) err
 }
 
 func (m *franzMember) reportState(state func() MemberState) { m.state = state }
+
+// rejoin asks the group for a rebalance (kgo's ForceRebalance: the member
+// joins again with its new state; a no-op before it subscribed).
+func (m *franzMember) rejoin() {
+	if m.cl != nil {
+		m.cl.ForceRebalance()
+	}
+}
 
 func (m *franzMember) assign([]TP) error { return nil } // nothing to do: the fetcher reads
 

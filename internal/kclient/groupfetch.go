@@ -77,6 +77,14 @@ func (g *groupConsumer) ReportState(state func() MemberState) {
 	}
 }
 
+// Rejoin implements StateReporter: the member joins the group again (a
+// no-op for a member whose assignor does not weigh state).
+func (g *groupConsumer) Rejoin() {
+	if r, ok := g.m.(interface{ rejoin() }); ok {
+		r.rejoin()
+	}
+}
+
 func (g *groupConsumer) Subscribe(topics []string, onRebalance func(Rebalance) error) error {
 	return g.m.subscribe(topics, onRebalance, func(tps []TP) error {
 		g.halt()

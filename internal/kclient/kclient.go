@@ -39,6 +39,13 @@ type Rebalance struct {
 	// for the member to take a task over. Only eddy's assignor gives
 	// standbys.
 	Standby []TP
+	// Warmup, a subset of Standby, are the partitions of tasks the
+	// assignor would move to this member but kept where they are because
+	// the member's instance holds too little of their state (KIP-441
+	// warm-up tasks): once one is caught up (within the group's
+	// MemberState.AcceptableRecoveryLag), the member asks for a rebalance
+	// (StateReporter.Rejoin) and the task moves here.
+	Warmup []TP
 }
 
 // Consumer is a group member (or, with no group, an assign-only reader).
@@ -92,14 +99,31 @@ type MemberState struct {
 	// number a member asks for.
 	Standbys int
 	// Standby lists the member's standby tasks now (by partition), which
-	// it keeps if it may.
+	// it keeps if it may: its standbys and warm-ups.
 	Standby []int32
+	// Warmup lists the member's warm-ups now (Rebalance.Warmup, by
+	// partition): tasks the assignor is to give it once caught up.
+	Warmup []int32
+	// AcceptableRecoveryLag is how far (changelog records, summed over a
+	// task's stores) an instance's state of a task may be behind the
+	// task's current owner's for the task to move there at once (Kafka
+	// Streams' acceptable.recovery.lag); further behind, the task stays
+	// and a warm-up copy catches up first. The leader takes the largest
+	// a member reports.
+	AcceptableRecoveryLag int64
+	// MaxWarmups is how many warm-up copies the group may have at once
+	// (Kafka Streams' max.warmup.replicas); the leader takes the largest
+	// a member reports. 0: a task moves at once, without warming up.
+	MaxWarmups int
 }
 
 // StateReporter is a Consumer whose group assignor places tasks by where
 // their state is (the franz-go backend's): state is called at every join.
 type StateReporter interface {
 	ReportState(state func() MemberState)
+	// Rejoin asks the group for a rebalance: the member's state changed
+	// (a warm-up caught up) and the assignor should weigh it now.
+	Rejoin()
 }
 
 // Producer writes records; transactional when built with a transactional id.

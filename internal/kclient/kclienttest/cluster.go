@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -41,6 +42,10 @@ type Cluster struct {
 	nextPID   int64
 	// down: the brokers are unreachable; every call fails transiently.
 	down bool
+	// state: the member's state function (ReportState); rejoins: how
+	// often it asked for a rebalance (Rejoin).
+	state   func() kclient.MemberState
+	rejoins int
 }
 
 type offsetMeta struct {
@@ -366,6 +371,33 @@ func (c *Cluster) AssignPartitions(tps ...kclient.TP) {
 // (AssignPartitions and Revoke's reassignment give none).
 func (c *Cluster) AssignStandbys(tps ...kclient.TP) {
 	c.push(rebalanceEvent{only: []kclient.TP{}, standby: tps})
+}
+
+// AssignWarmups gives the member, at its next poll, an assignment of no
+// new partition whose standby partitions are standby and warmup, warmup
+// being its warm-ups (tasks the assignor would move to it once caught up).
+func (c *Cluster) AssignWarmups(standby, warmup []kclient.TP) {
+	c.push(rebalanceEvent{only: []kclient.TP{}, standby: append(slices.Clone(standby), warmup...), warmup: warmup})
+}
+
+// Rejoins returns how many times the member asked the group for a
+// rebalance (kclient.StateReporter.Rejoin).
+func (c *Cluster) Rejoins() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rejoins
+}
+
+// MemberState returns what the member would tell the group's assignor
+// now (kclient.StateReporter.ReportState); false before it reported.
+func (c *Cluster) MemberState() (kclient.MemberState, bool) {
+	c.mu.Lock()
+	state := c.state
+	c.mu.Unlock()
+	if state == nil {
+		return kclient.MemberState{}, false
+	}
+	return state(), true
 }
 
 // push queues rebalance events for the member's next poll.

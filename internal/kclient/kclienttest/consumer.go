@@ -34,8 +34,9 @@ type rebalanceEvent struct {
 	// only: a cooperative rebalance's partitions (revoked, or assigned
 	// besides what the member keeps); nil: the whole assignment.
 	only []kclient.TP
-	// standby: an assignment's standby partitions.
-	standby []kclient.TP
+	// standby: an assignment's standby partitions, warmup the warm-ups
+	// among them.
+	standby, warmup []kclient.TP
 }
 
 type position struct {
@@ -55,6 +56,22 @@ func (c *Cluster) NewConsumer(cfg kclient.Config) (kclient.Consumer, error) {
 	}
 	return &Consumer{c: c, readCommitted: configString(cfg, "isolation.level") == "read_committed",
 		assigned: map[kclient.TP]*position{}}, nil
+}
+
+// ReportState implements kclient.StateReporter: the cluster keeps state,
+// the member's state function (Cluster.MemberState calls it).
+func (k *Consumer) ReportState(state func() kclient.MemberState) {
+	k.c.mu.Lock()
+	defer k.c.mu.Unlock()
+	k.c.state = state
+}
+
+// Rejoin implements kclient.StateReporter: it counts the request
+// (Cluster.Rejoins).
+func (k *Consumer) Rejoin() {
+	k.c.mu.Lock()
+	defer k.c.mu.Unlock()
+	k.c.rejoins++
 }
 
 // Subscribe implements kclient.Consumer: the consumer becomes the group's
@@ -193,7 +210,7 @@ func (k *Consumer) rebalance(ev rebalanceEvent) {
 		}
 		k.mu.Unlock()
 		if cb != nil {
-			cb(kclient.Rebalance{Assigned: ev.only, Standby: ev.standby})
+			cb(kclient.Rebalance{Assigned: ev.only, Standby: ev.standby, Warmup: ev.warmup})
 		}
 		return
 	}
