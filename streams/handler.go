@@ -277,7 +277,7 @@ func (a *App) serveKey(w http.ResponseWriter, r *http.Request) {
 		a.forward(w, r, md)
 		return
 	}
-	bs, release, err := a.view(s, []string{md.Task})
+	bs, release, err := a.view(s, []string{md.Task}, false)
 	if err != nil {
 		fail(http.StatusServiceUnavailable, err)
 		return

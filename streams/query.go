@@ -61,8 +61,11 @@ func (a *App) storeTopic(s *rt.StoreSpec) string {
 
 // view returns a read-only view of the committed state of store s in
 // tasks (nil: every task of s this instance owns and has restored), and a
-// release to call when done. It fails unless the app is Running.
-func (a *App) view(s *rt.StoreSpec, tasks []string) (storage.BytesStore, func(), error) {
+// release to call when done. It fails unless the app is Running or
+// Rebalancing, and, for a read over all of the instance's tasks (whole: a
+// scan, which would silently miss their keys), while any of them does not
+// run yet.
+func (a *App) view(s *rt.StoreSpec, tasks []string, whole bool) (storage.BytesStore, func(), error) {
 	a.storeMu.RLock()
 	a.mu.Lock()
 	state, threads := a.state, a.threads
@@ -79,8 +82,14 @@ func (a *App) view(s *rt.StoreSpec, tasks []string) (storage.BytesStore, func(),
 		tasks = []string{} // none owned: an empty view
 		for _, th := range threads {
 			for _, tk := range th.Snapshot().Tasks {
-				if !tk.Restoring && taskSubtopology(tk.ID) == s.Subtopology {
+				if taskSubtopology(tk.ID) != s.Subtopology {
+					continue
+				}
+				if !tk.Restoring {
 					tasks = append(tasks, tk.ID)
+				} else if whole {
+					a.storeMu.RUnlock()
+					return nil, nil, fmt.Errorf("%w: store %q: task %s is restoring or starting on this instance (a read over every key would miss its keys)", ErrNotQueryable, s.Name(), tk.ID)
 				}
 			}
 		}
@@ -146,13 +155,38 @@ func KeyValueStoreOf[K, V any](a *App, name string) (stores.ReadOnlyKeyValueStor
 		var v V
 		return nil, fmt.Errorf("streams: store %q does not hold %T keys and %T values (its builder is %T)", name, k, v, s.Builder.Public())
 	}
-	return &kvQuery[K, V]{acquire: func() (stores.ReadOnlyKeyValueStore[K, V], func(), error) {
-		bs, release, err := a.view(s, nil)
+	return &kvQuery[K, V]{acquire: func(whole bool) (stores.ReadOnlyKeyValueStore[K, V], func(), error) {
+		bs, release, err := a.view(s, nil, whole)
 		if err != nil {
 			return nil, nil, err
 		}
 		return open(bs, a.storeTopic(s)), release, nil
-	}}, nil
+	}, check: func(key K) error { return a.checkKeyTask(s, key) }}, nil
+}
+
+// checkKeyTask fails with ErrNotQueryable when key's task is this
+// instance's but does not run yet (it is moving in, or restoring): the
+// view leaves such tasks out, and their keys must not read as missing.
+func (a *App) checkKeyTask(s *rt.StoreSpec, key any) error {
+	kb, err := s.Builder.SerializeKey(key, a.storeTopic(s))
+	if err != nil {
+		return fmt.Errorf("streams: store %q: %w", s.Name(), err)
+	}
+	a.mu.Lock()
+	n, threads := a.subPartitions[s.Subtopology], a.threads
+	a.mu.Unlock()
+	if n <= 0 {
+		return nil // not started: the view refuses
+	}
+	task := fmt.Sprintf("%d_%d", s.Subtopology, kclient.KeyPartition(kb, n))
+	for _, th := range threads {
+		for _, tk := range th.Snapshot().Tasks {
+			if tk.ID == task && tk.Restoring {
+				return fmt.Errorf("%w: store %q: task %s of the key is restoring or starting on this instance", ErrNotQueryable, s.Name(), task)
+			}
+		}
+	}
+	return nil
 }
 
 // backend is the running app's backend for stores kept in memory or not;
@@ -193,7 +227,7 @@ func globalKeyValueStore[K, V any](a *App, g *rt.GlobalStore) (stores.ReadOnlyKe
 		var v V
 		return nil, fmt.Errorf("streams: global store %q does not hold %T keys and %T values", g.Name, k, v)
 	}
-	return &kvQuery[K, V]{acquire: func() (stores.ReadOnlyKeyValueStore[K, V], func(), error) {
+	return &kvQuery[K, V]{acquire: func(bool) (stores.ReadOnlyKeyValueStore[K, V], func(), error) {
 		a.storeMu.RLock()
 		a.mu.Lock()
 		state, ready := a.state, a.wasRunning
@@ -208,14 +242,22 @@ func globalKeyValueStore[K, V any](a *App, g *rt.GlobalStore) (stores.ReadOnlyKe
 	}}, nil
 }
 
-// kvQuery answers each read from the store acquire returns, releasing it
-// after the read (iterators: once made).
+// kvQuery answers each read from the store acquire returns (whole: for a
+// read over every key), releasing it after the read (iterators: once
+// made); check (optional) vets a key before it is read.
 type kvQuery[K, V any] struct {
-	acquire func() (stores.ReadOnlyKeyValueStore[K, V], func(), error)
+	acquire func(whole bool) (stores.ReadOnlyKeyValueStore[K, V], func(), error)
+	check   func(key K) error
 }
 
 func (q *kvQuery[K, V]) Get(key K) (V, bool, error) {
-	s, release, err := q.acquire()
+	if q.check != nil {
+		if err := q.check(key); err != nil {
+			var zero V
+			return zero, false, err
+		}
+	}
+	s, release, err := q.acquire(false)
 	if err != nil {
 		var zero V
 		return zero, false, err
@@ -225,7 +267,7 @@ func (q *kvQuery[K, V]) Get(key K) (V, bool, error) {
 }
 
 func (q *kvQuery[K, V]) iter(f func(stores.ReadOnlyKeyValueStore[K, V]) *stores.Iterator[K, V]) *stores.Iterator[K, V] {
-	s, release, err := q.acquire()
+	s, release, err := q.acquire(true)
 	if err != nil {
 		return stores.ErrorIterator[K, V](err)
 	}
@@ -250,7 +292,7 @@ func (q *kvQuery[K, V]) ReverseAll() *stores.Iterator[K, V] {
 }
 
 func (q *kvQuery[K, V]) ApproximateNumEntries() (int64, error) {
-	s, release, err := q.acquire()
+	s, release, err := q.acquire(true)
 	if err != nil {
 		return 0, err
 	}
@@ -286,8 +328,10 @@ type windowQuery[K, VS, V any] struct {
 	conv func(VS) V
 }
 
-func (q *windowQuery[K, VS, V]) store() (stores.ReadOnlyWindowStore[K, VS], func(), error) {
-	bs, release, err := q.a.view(q.s, nil)
+// store returns the view (whole: for a read over every key) and its
+// release.
+func (q *windowQuery[K, VS, V]) store(whole bool) (stores.ReadOnlyWindowStore[K, VS], func(), error) {
+	bs, release, err := q.a.view(q.s, nil, whole)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -296,7 +340,10 @@ func (q *windowQuery[K, VS, V]) store() (stores.ReadOnlyWindowStore[K, VS], func
 
 func (q *windowQuery[K, VS, V]) Fetch(key K, start int64) (V, bool, error) {
 	var zero V
-	s, release, err := q.store()
+	if err := q.a.checkKeyTask(q.s, key); err != nil {
+		return zero, false, err
+	}
+	s, release, err := q.store(false)
 	if err != nil {
 		return zero, false, err
 	}
@@ -309,7 +356,10 @@ func (q *windowQuery[K, VS, V]) Fetch(key K, start int64) (V, bool, error) {
 }
 
 func (q *windowQuery[K, VS, V]) FetchRange(key K, from, to int64) ([]stores.WindowEntry[V], error) {
-	s, release, err := q.store()
+	if err := q.a.checkKeyTask(q.s, key); err != nil {
+		return nil, err
+	}
+	s, release, err := q.store(false)
 	if err != nil {
 		return nil, err
 	}
@@ -323,7 +373,7 @@ func (q *windowQuery[K, VS, V]) FetchRange(key K, from, to int64) ([]stores.Wind
 }
 
 func (q *windowQuery[K, VS, V]) FetchAll(from, to int64) ([]stores.KeyWindowEntry[K, V], error) {
-	s, release, err := q.store()
+	s, release, err := q.store(true)
 	if err != nil {
 		return nil, err
 	}
@@ -367,7 +417,10 @@ type sessionQuery[K, VS, V any] struct {
 }
 
 func (q *sessionQuery[K, VS, V]) FetchSessions(key K) ([]stores.KeyWindowEntry[K, V], error) {
-	bs, release, err := q.a.view(q.s, nil)
+	if err := q.a.checkKeyTask(q.s, key); err != nil {
+		return nil, err
+	}
+	bs, release, err := q.a.view(q.s, nil, false)
 	if err != nil {
 		return nil, err
 	}
@@ -377,7 +430,7 @@ func (q *sessionQuery[K, VS, V]) FetchSessions(key K) ([]stores.KeyWindowEntry[K
 }
 
 func (q *sessionQuery[K, VS, V]) FetchAll(from, to int64) ([]stores.KeyWindowEntry[K, V], error) {
-	bs, release, err := q.a.view(q.s, nil)
+	bs, release, err := q.a.view(q.s, nil, true)
 	if err != nil {
 		return nil, err
 	}
