@@ -26,7 +26,10 @@ type instanceInfo struct {
 	ProcessID string   `json:"process_id"`
 	Server    string   `json:"server"`
 	Tasks     []string `json:"tasks"`
-	At        int64    `json:"at"` // when written, ms
+	// Standbys are the tasks the instance follows as standbys (warm-ups
+	// included).
+	Standbys []string `json:"standbys,omitempty"`
+	At       int64    `json:"at"` // when written, ms
 }
 
 type directory struct {
@@ -49,6 +52,21 @@ func (d *directory) owner(task string) (instanceInfo, bool) {
 		}
 	}
 	return best, found
+}
+
+// standbys returns the instances other than processID that follow task as
+// a standby, by process id.
+func (d *directory) standbys(task, processID string) []instanceInfo {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []instanceInfo
+	for _, in := range d.byID {
+		if in.ProcessID != processID && slices.Contains(in.Standbys, task) {
+			out = append(out, in)
+		}
+	}
+	slices.SortFunc(out, func(a, b instanceInfo) int { return compareStrings(a.ProcessID, b.ProcessID) })
+	return out
 }
 
 func (d *directory) all() []instanceInfo {
@@ -94,12 +112,12 @@ func (a *App) runDirectory(ctx context.Context, d *directory, processID string) 
 		log.Error("instance directory: assigning its topic", zap.Error(err))
 		return
 	}
-	var last []string
+	var last, lastStandbys []string
 	var lastAt time.Time
-	publish := func(tasks []string, tombstone bool) {
+	publish := func(tasks, standbys []string, tombstone bool) {
 		rec := &rt.OutRecord{Topic: topic, Partition: 0, Key: []byte(processID), Timestamp: time.Now().UnixMilli()}
 		if !tombstone {
-			rec.Value, _ = json.Marshal(instanceInfo{ProcessID: processID, Server: a.cfg.ApplicationServer, Tasks: tasks, At: rec.Timestamp})
+			rec.Value, _ = json.Marshal(instanceInfo{ProcessID: processID, Server: a.cfg.ApplicationServer, Tasks: tasks, Standbys: standbys, At: rec.Timestamp})
 		}
 		if err := prod.Produce(rec); err != nil {
 			log.Warn("instance directory: writing this instance's record", zap.Error(err))
@@ -118,13 +136,14 @@ func (a *App) runDirectory(ctx context.Context, d *directory, processID string) 
 	for {
 		select {
 		case <-ctx.Done():
-			publish(nil, true)
+			publish(nil, nil, true)
 			return
 		case <-tick.C:
 		}
-		if tasks := a.assignedTasks(); !slices.Equal(tasks, last) || time.Since(lastAt) > 30*time.Second {
-			publish(tasks, false)
-			last, lastAt = tasks, time.Now()
+		tasks, standbys := a.assignedTasks()
+		if !slices.Equal(tasks, last) || !slices.Equal(standbys, lastStandbys) || time.Since(lastAt) > 30*time.Second {
+			publish(tasks, standbys, false)
+			last, lastStandbys, lastAt = tasks, standbys, time.Now()
 		}
 		for {
 			r, err := cons.Poll(0)
@@ -156,17 +175,21 @@ func (d *directory) apply(key, value []byte, log *zap.Logger) {
 }
 
 // assignedTasks lists the tasks this instance's threads have (restoring
-// or not), sorted.
-func (a *App) assignedTasks() []string {
+// or not), and the tasks they follow as standbys, each sorted.
+func (a *App) assignedTasks() (tasks, standbys []string) {
 	a.mu.Lock()
 	threads := a.threads
 	a.mu.Unlock()
-	var out []string
 	for _, th := range threads {
-		for _, tk := range th.Snapshot().Tasks {
-			out = append(out, tk.ID)
+		s := th.Snapshot()
+		for _, tk := range s.Tasks {
+			tasks = append(tasks, tk.ID)
+		}
+		for _, sb := range s.Standbys {
+			standbys = append(standbys, sb.ID)
 		}
 	}
-	slices.Sort(out)
-	return out
+	slices.Sort(tasks)
+	slices.Sort(standbys)
+	return tasks, standbys
 }

@@ -35,7 +35,10 @@ const forwardedHeader = "X-Eddy-Forwarded-By"
 //	GET /state                     state, threads, tasks, lag, stream time (JSON)
 //	GET /stores/{store}/keys/{key} a store's value for key (JSON; window and
 //	                               session stores: the key's windows), answered
-//	                               here or by the instance that owns it
+//	                               here or by the instance that owns it;
+//	                               ?stale=true lets a standby answer (with
+//	                               "stale" and its "lag") when the owner
+//	                               cannot
 //
 // A key in a path is the key as text: strings as they are, numbers in
 // decimal, other key types as JSON (path-escaped).
@@ -132,11 +135,22 @@ type ThreadReport struct {
 	Thread int          `json:"thread"`
 	State  string       `json:"state"`
 	Tasks  []TaskReport `json:"tasks"`
-	Counts RecordCounts `json:"counts"`
+	// Standbys are the tasks the thread follows as standbys (warm-ups
+	// included), in id order.
+	Standbys []StandbyReport `json:"standbys,omitempty"`
+	Counts   RecordCounts    `json:"counts"`
 	// RestoreRate is changelog records restored per second since the
 	// previous refresh (0 when not restoring).
 	RestoreRate float64   `json:"restore_rate"`
 	Taken       time.Time `json:"taken"`
+}
+
+// StandbyReport is one standby task of a thread.
+type StandbyReport struct {
+	ID string `json:"id"`
+	// Lag is how many changelog records it had still to read at the
+	// thread's last look (every few seconds); -1 before the first.
+	Lag int64 `json:"lag"`
 }
 
 // TaskReport is one task of a thread.
@@ -182,6 +196,9 @@ func threadReport(s engine.ThreadSnapshot) ThreadReport {
 		}
 		r.Tasks = append(r.Tasks, t)
 	}
+	for _, sb := range s.Standbys {
+		r.Standbys = append(r.Standbys, StandbyReport(sb))
+	}
 	return r
 }
 
@@ -190,6 +207,8 @@ type InstanceReport struct {
 	ProcessID string   `json:"process_id"`
 	Server    string   `json:"server"`
 	Tasks     []string `json:"tasks"`
+	// Standbys are the tasks it follows as standbys.
+	Standbys []string `json:"standbys,omitempty"`
 }
 
 // Report returns the app's state, threads, tasks (with per-partition lag
@@ -211,7 +230,7 @@ func (a *App) Report() StateReport {
 	}
 	if dir != nil {
 		for _, in := range dir.all() {
-			rep.Instances = append(rep.Instances, InstanceReport{ProcessID: in.ProcessID, Server: in.Server, Tasks: in.Tasks})
+			rep.Instances = append(rep.Instances, InstanceReport{ProcessID: in.ProcessID, Server: in.Server, Tasks: in.Tasks, Standbys: in.Standbys})
 		}
 	}
 	return rep
@@ -233,7 +252,12 @@ type KeyAnswer struct {
 	Partition int32  `json:"partition"`
 	// ServedBy is the process id of the instance that read the store.
 	ServedBy string `json:"served_by"`
-	Error    string `json:"error,omitempty"`
+	// Stale: a standby answered (the query asked ?stale=true), whose state
+	// was Lag changelog records behind at its last look (-1: not looked
+	// yet).
+	Stale bool   `json:"stale,omitempty"`
+	Lag   *int64 `json:"lag,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 func (a *App) serveKey(w http.ResponseWriter, r *http.Request) {
@@ -259,25 +283,32 @@ func (a *App) serveKey(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, err)
 		return
 	}
-	md, err := a.metadataForKeyBytes(s, kb)
+	// stale=true: a standby may answer, possibly behind the owner.
+	stale := r.URL.Query().Get("stale") == "true"
+	md, ownerErr := a.metadataForKeyBytes(s, kb)
 	ans.Task, ans.Partition = md.Task, md.Partition
-	if err != nil {
-		fail(http.StatusServiceUnavailable, err)
+	if ownerErr != nil && !(stale && len(md.Standbys) > 0) {
+		fail(http.StatusServiceUnavailable, ownerErr)
 		return
 	}
 	if !md.Local {
-		if by := r.Header.Get(forwardedHeader); by != "" {
-			fail(http.StatusServiceUnavailable, fmt.Errorf("%w: forwarded by %s, but task %s is not here (rebalancing?)", ErrNotQueryable, by, md.Task))
+		if lag, ok := a.localStandby(md.Task); ok && stale {
+			ans.Stale, ans.Lag = true, &lag
+		} else {
+			if by := r.Header.Get(forwardedHeader); by != "" {
+				fail(http.StatusServiceUnavailable, fmt.Errorf("%w: forwarded by %s, but task %s is not here (rebalancing?)", ErrNotQueryable, by, md.Task))
+				return
+			}
+			to, err := a.forwardTarget(md, ownerErr, stale)
+			if err != nil {
+				fail(http.StatusServiceUnavailable, err)
+				return
+			}
+			a.forward(w, r, to)
 			return
 		}
-		if md.Server == "" {
-			fail(http.StatusServiceUnavailable, fmt.Errorf("%w: task %s is owned by %s, which advertises no ApplicationServer", ErrNotQueryable, md.Task, md.ProcessID))
-			return
-		}
-		a.forward(w, r, md)
-		return
 	}
-	bs, release, err := a.view(s, []string{md.Task}, false)
+	bs, release, err := a.view(s, []string{md.Task}, false, ans.Stale)
 	if err != nil {
 		fail(http.StatusServiceUnavailable, err)
 		return
@@ -304,12 +335,34 @@ var forwardClient = &http.Client{Timeout: 10 * time.Second}
 
 // forward passes a store query to the instance that owns the key and
 // relays its answer.
+// forwardTarget picks the instance a key query goes to: the key's owner,
+// or (stale, with no owner now: ownerErr) a standby that advertises a
+// server.
+func (a *App) forwardTarget(md KeyMetadata, ownerErr error, stale bool) (KeyMetadata, error) {
+	if ownerErr == nil {
+		if md.Server == "" {
+			return md, fmt.Errorf("%w: task %s is owned by %s, which advertises no ApplicationServer", ErrNotQueryable, md.Task, md.ProcessID)
+		}
+		return md, nil
+	}
+	for _, sb := range md.Standbys {
+		if stale && !sb.Local && sb.Server != "" {
+			md.Server, md.ProcessID = sb.Server, sb.ProcessID
+			return md, nil
+		}
+	}
+	return md, ownerErr
+}
+
 func (a *App) forward(w http.ResponseWriter, r *http.Request, md KeyMetadata) {
 	base := md.Server
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
 	target := strings.TrimSuffix(base, "/") + "/stores/" + url.PathEscape(r.PathValue("store")) + "/keys/" + url.PathEscape(r.PathValue("key"))
+	if r.URL.RawQuery != "" {
+		target += "?" + r.URL.RawQuery
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)

@@ -20,7 +20,8 @@ import (
 // moving, or restoring). Retry after the rebalance.
 var ErrNotQueryable = errors.New("streams: store not queryable now")
 
-// KeyMetadata says which instance owns a key of a store.
+// KeyMetadata says which instance owns a key of a store, and which follow
+// it as standbys.
 type KeyMetadata struct {
 	// Server is the owner's ApplicationServer ("host:port"), empty when it
 	// advertises none.
@@ -32,6 +33,43 @@ type KeyMetadata struct {
 	Partition int32  `json:"partition"`
 	// Local is true when this instance owns the key.
 	Local bool `json:"local"`
+	// Standbys are the instances that follow the key's task as a standby
+	// (Config.NumStandbyReplicas), in process id order: a query with
+	// StaleStores may read the key there, possibly behind the owner.
+	Standbys []StandbyHost `json:"standbys,omitempty"`
+}
+
+// StandbyHost is an instance following a task as a standby.
+type StandbyHost struct {
+	Server    string `json:"server"`
+	ProcessID string `json:"process_id"`
+	// Local is true for this instance.
+	Local bool `json:"local"`
+}
+
+// QueryOption changes what a store view reads (KeyValueStoreOf,
+// WindowStoreOf, SessionStoreOf).
+type QueryOption func(*queryOptions)
+
+type queryOptions struct {
+	stale bool
+}
+
+// StaleStores lets a view read, besides the tasks this instance runs, the
+// tasks it follows as standbys and the tasks it is restoring (Kafka
+// Streams' StoreQueryParameters.enableStaleStores): answers that may be
+// behind the task's owner (by the standby's lag, eddy_standby_lag_records,
+// or the restore's remaining records), but answers while the owner is
+// gone or moving. Without it, such keys fail with ErrNotQueryable or are
+// not found here.
+func StaleStores() QueryOption { return func(o *queryOptions) { o.stale = true } }
+
+func queryOpts(opts []QueryOption) queryOptions {
+	var o queryOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
 }
 
 // storeOf finds a store of the topology, of the given kind.
@@ -60,12 +98,13 @@ func (a *App) storeTopic(s *rt.StoreSpec) string {
 }
 
 // view returns a read-only view of the committed state of store s in
-// tasks (nil: every task of s this instance owns and has restored), and a
+// tasks (nil: every task of s this instance owns and has restored; with
+// stale, also those restoring and those it follows as standbys), and a
 // release to call when done. It fails unless the app is Running or
 // Rebalancing, and, for a read over all of the instance's tasks (whole: a
 // scan, which would silently miss their keys), while any of them does not
-// run yet.
-func (a *App) view(s *rt.StoreSpec, tasks []string, whole bool) (storage.BytesStore, func(), error) {
+// run yet (unless stale).
+func (a *App) view(s *rt.StoreSpec, tasks []string, whole, stale bool) (storage.BytesStore, func(), error) {
 	a.storeMu.RLock()
 	a.mu.Lock()
 	state, threads := a.state, a.threads
@@ -81,15 +120,21 @@ func (a *App) view(s *rt.StoreSpec, tasks []string, whole bool) (storage.BytesSt
 	if tasks == nil {
 		tasks = []string{} // none owned: an empty view
 		for _, th := range threads {
-			for _, tk := range th.Snapshot().Tasks {
+			snap := th.Snapshot()
+			for _, tk := range snap.Tasks {
 				if taskSubtopology(tk.ID) != s.Subtopology {
 					continue
 				}
-				if !tk.Restoring {
+				if !tk.Restoring || stale {
 					tasks = append(tasks, tk.ID)
 				} else if whole {
 					a.storeMu.RUnlock()
 					return nil, nil, fmt.Errorf("%w: store %q: task %s is restoring or starting on this instance (a read over every key would miss its keys)", ErrNotQueryable, s.Name(), tk.ID)
+				}
+			}
+			for _, sb := range snap.Standbys {
+				if stale && taskSubtopology(sb.ID) == s.Subtopology {
+					tasks = append(tasks, sb.ID)
 				}
 			}
 		}
@@ -100,6 +145,22 @@ func (a *App) view(s *rt.StoreSpec, tasks []string, whole bool) (storage.BytesSt
 		return nil, nil, err
 	}
 	return v, a.storeMu.RUnlock, nil
+}
+
+// localStandby returns the lag of task's standby on this instance (-1
+// before its first look), and whether it follows task as a standby.
+func (a *App) localStandby(task string) (int64, bool) {
+	a.mu.Lock()
+	threads := a.threads
+	a.mu.Unlock()
+	for _, th := range threads {
+		for _, sb := range th.Snapshot().Standbys {
+			if sb.ID == task {
+				return sb.Lag, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // ownedTask reports whether this instance has task (restored) now.
@@ -130,10 +191,14 @@ func taskSubtopology(task string) int {
 // DSL's stores (which keep each value's timestamp) V is the value type:
 // KeyValueStoreOf[string, int64](app, "counts"). Every read fails with
 // ErrNotQueryable while the app is neither Running nor Rebalancing (a
-// rebalance moves only some tasks: the others stay readable); a key owned by another
-// instance is not found here (see MetadataForKey). name may also be a
-// global table's store, which every instance holds whole.
-func KeyValueStoreOf[K, V any](a *App, name string) (stores.ReadOnlyKeyValueStore[K, V], error) {
+// rebalance moves only some tasks: the others stay readable), and a read
+// of a key whose task is restoring here, or a scan while any is; a key
+// owned by another instance is not found here (see MetadataForKey). With
+// StaleStores it also reads the tasks this instance follows as standbys
+// or is restoring. name may also be a global table's store, which every
+// instance holds whole.
+func KeyValueStoreOf[K, V any](a *App, name string, opts ...QueryOption) (stores.ReadOnlyKeyValueStore[K, V], error) {
+	o := queryOpts(opts)
 	if g := a.globalStore(name); g != nil {
 		return globalKeyValueStore[K, V](a, g)
 	}
@@ -155,19 +220,25 @@ func KeyValueStoreOf[K, V any](a *App, name string) (stores.ReadOnlyKeyValueStor
 		var v V
 		return nil, fmt.Errorf("streams: store %q does not hold %T keys and %T values (its builder is %T)", name, k, v, s.Builder.Public())
 	}
-	return &kvQuery[K, V]{acquire: func(whole bool) (stores.ReadOnlyKeyValueStore[K, V], func(), error) {
-		bs, release, err := a.view(s, nil, whole)
+	q := &kvQuery[K, V]{acquire: func(whole bool) (stores.ReadOnlyKeyValueStore[K, V], func(), error) {
+		bs, release, err := a.view(s, nil, whole, o.stale)
 		if err != nil {
 			return nil, nil, err
 		}
 		return open(bs, a.storeTopic(s)), release, nil
-	}, check: func(key K) error { return a.checkKeyTask(s, key) }}, nil
+	}}
+	q.check = func(key K) error { return a.checkKeyTask(s, key, o) }
+	return q, nil
 }
 
 // checkKeyTask fails with ErrNotQueryable when key's task is this
 // instance's but does not run yet (it is moving in, or restoring): the
-// view leaves such tasks out, and their keys must not read as missing.
-func (a *App) checkKeyTask(s *rt.StoreSpec, key any) error {
+// view leaves such tasks out (unless o.stale), and their keys must not
+// read as missing.
+func (a *App) checkKeyTask(s *rt.StoreSpec, key any, o queryOptions) error {
+	if o.stale {
+		return nil
+	}
 	kb, err := s.Builder.SerializeKey(key, a.storeTopic(s))
 	if err != nil {
 		return fmt.Errorf("streams: store %q: %w", s.Name(), err)
@@ -304,16 +375,17 @@ func (q *kvQuery[K, V]) ApproximateNumEntries() (int64, error) {
 // tasks this instance owns (committed data; as KeyValueStoreOf). For the
 // DSL's windowed aggregations V is the aggregate's type:
 // WindowStoreOf[string, int64](app, "clicks-per-minute").
-func WindowStoreOf[K, V any](a *App, name string) (stores.ReadOnlyWindowStore[K, V], error) {
+func WindowStoreOf[K, V any](a *App, name string, opts ...QueryOption) (stores.ReadOnlyWindowStore[K, V], error) {
+	o := queryOpts(opts)
 	s, err := a.storeOf(name, storage.KindWindow)
 	if err != nil {
 		return nil, err
 	}
 	switch s.Builder.Public().(type) {
 	case *stores.WindowBuilder[K, V]:
-		return &windowQuery[K, V, V]{a: a, s: s, open: opener[stores.ReadOnlyWindowStore[K, V]](s.Builder), conv: func(v V) V { return v }}, nil
+		return &windowQuery[K, V, V]{a: a, s: s, o: o, open: opener[stores.ReadOnlyWindowStore[K, V]](s.Builder), conv: func(v V) V { return v }}, nil
 	case *stores.WindowBuilder[K, stores.ValueAndTimestamp[V]]:
-		return &windowQuery[K, stores.ValueAndTimestamp[V], V]{a: a, s: s, open: opener[stores.ReadOnlyWindowStore[K, stores.ValueAndTimestamp[V]]](s.Builder),
+		return &windowQuery[K, stores.ValueAndTimestamp[V], V]{a: a, s: s, o: o, open: opener[stores.ReadOnlyWindowStore[K, stores.ValueAndTimestamp[V]]](s.Builder),
 			conv: func(v stores.ValueAndTimestamp[V]) V { return v.Value }}, nil
 	}
 	var k K
@@ -324,6 +396,7 @@ func WindowStoreOf[K, V any](a *App, name string) (stores.ReadOnlyWindowStore[K,
 type windowQuery[K, VS, V any] struct {
 	a    *App
 	s    *rt.StoreSpec
+	o    queryOptions
 	open func(storage.BytesStore, string) stores.ReadOnlyWindowStore[K, VS]
 	conv func(VS) V
 }
@@ -331,7 +404,7 @@ type windowQuery[K, VS, V any] struct {
 // store returns the view (whole: for a read over every key) and its
 // release.
 func (q *windowQuery[K, VS, V]) store(whole bool) (stores.ReadOnlyWindowStore[K, VS], func(), error) {
-	bs, release, err := q.a.view(q.s, nil, whole)
+	bs, release, err := q.a.view(q.s, nil, whole, q.o.stale)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -340,7 +413,7 @@ func (q *windowQuery[K, VS, V]) store(whole bool) (stores.ReadOnlyWindowStore[K,
 
 func (q *windowQuery[K, VS, V]) Fetch(key K, start int64) (V, bool, error) {
 	var zero V
-	if err := q.a.checkKeyTask(q.s, key); err != nil {
+	if err := q.a.checkKeyTask(q.s, key, q.o); err != nil {
 		return zero, false, err
 	}
 	s, release, err := q.store(false)
@@ -356,7 +429,7 @@ func (q *windowQuery[K, VS, V]) Fetch(key K, start int64) (V, bool, error) {
 }
 
 func (q *windowQuery[K, VS, V]) FetchRange(key K, from, to int64) ([]stores.WindowEntry[V], error) {
-	if err := q.a.checkKeyTask(q.s, key); err != nil {
+	if err := q.a.checkKeyTask(q.s, key, q.o); err != nil {
 		return nil, err
 	}
 	s, release, err := q.store(false)
@@ -392,16 +465,17 @@ func convEntries[K, VS, V any](es []stores.KeyWindowEntry[K, VS], conv func(VS) 
 
 // SessionStoreOf returns a read-only view of the session store name over
 // the tasks this instance owns (committed data; as KeyValueStoreOf).
-func SessionStoreOf[K, V any](a *App, name string) (stores.ReadOnlySessionStore[K, V], error) {
+func SessionStoreOf[K, V any](a *App, name string, opts ...QueryOption) (stores.ReadOnlySessionStore[K, V], error) {
+	o := queryOpts(opts)
 	s, err := a.storeOf(name, storage.KindSession)
 	if err != nil {
 		return nil, err
 	}
 	switch s.Builder.Public().(type) {
 	case *stores.SessionBuilder[K, V]:
-		return &sessionQuery[K, V, V]{a: a, s: s, open: opener[stores.ReadOnlySessionStore[K, V]](s.Builder), conv: func(v V) V { return v }}, nil
+		return &sessionQuery[K, V, V]{a: a, s: s, o: o, open: opener[stores.ReadOnlySessionStore[K, V]](s.Builder), conv: func(v V) V { return v }}, nil
 	case *stores.SessionBuilder[K, stores.ValueAndTimestamp[V]]:
-		return &sessionQuery[K, stores.ValueAndTimestamp[V], V]{a: a, s: s, open: opener[stores.ReadOnlySessionStore[K, stores.ValueAndTimestamp[V]]](s.Builder),
+		return &sessionQuery[K, stores.ValueAndTimestamp[V], V]{a: a, s: s, o: o, open: opener[stores.ReadOnlySessionStore[K, stores.ValueAndTimestamp[V]]](s.Builder),
 			conv: func(v stores.ValueAndTimestamp[V]) V { return v.Value }}, nil
 	}
 	var k K
@@ -412,15 +486,16 @@ func SessionStoreOf[K, V any](a *App, name string) (stores.ReadOnlySessionStore[
 type sessionQuery[K, VS, V any] struct {
 	a    *App
 	s    *rt.StoreSpec
+	o    queryOptions
 	open func(storage.BytesStore, string) stores.ReadOnlySessionStore[K, VS]
 	conv func(VS) V
 }
 
 func (q *sessionQuery[K, VS, V]) FetchSessions(key K) ([]stores.KeyWindowEntry[K, V], error) {
-	if err := q.a.checkKeyTask(q.s, key); err != nil {
+	if err := q.a.checkKeyTask(q.s, key, q.o); err != nil {
 		return nil, err
 	}
-	bs, release, err := q.a.view(q.s, nil, false)
+	bs, release, err := q.a.view(q.s, nil, false, q.o.stale)
 	if err != nil {
 		return nil, err
 	}
@@ -430,7 +505,7 @@ func (q *sessionQuery[K, VS, V]) FetchSessions(key K) ([]stores.KeyWindowEntry[K
 }
 
 func (q *sessionQuery[K, VS, V]) FetchAll(from, to int64) ([]stores.KeyWindowEntry[K, V], error) {
-	bs, release, err := q.a.view(q.s, nil, true)
+	bs, release, err := q.a.view(q.s, nil, true, q.o.stale)
 	if err != nil {
 		return nil, err
 	}
@@ -441,10 +516,13 @@ func (q *sessionQuery[K, VS, V]) FetchAll(from, to int64) ([]stores.KeyWindowEnt
 
 // MetadataForKey says which instance owns key in store: the task and
 // partition the key belongs to (by Kafka's default partitioner, murmur2 of
-// the key as the store's serde writes it) and the instance that has that
-// task now, as the instances advertise it (Config.ApplicationServer). key
-// must have the store's key type. It fails with ErrNotQueryable while no
-// instance has the task (during a rebalance).
+// the key as the store's serde writes it), the instance that has that
+// task now and the instances that follow it as standbys, as the instances
+// advertise them (Config.ApplicationServer). key must have the store's key
+// type. It fails with ErrNotQueryable while no instance has the task
+// (during a rebalance); the metadata it returns then still names the
+// task, the partition and the standbys (a query with StaleStores may read
+// there).
 func (a *App) MetadataForKey(store string, key any) (KeyMetadata, error) {
 	s, ok := a.prog.Stores[store]
 	if !ok {
@@ -468,6 +546,15 @@ func (a *App) metadataForKeyBytes(s *rt.StoreSpec, kb []byte) (KeyMetadata, erro
 	p := kclient.KeyPartition(kb, n)
 	task := fmt.Sprintf("%d_%d", s.Subtopology, p)
 	md := KeyMetadata{Task: task, Partition: p}
+	if _, ok := a.localStandby(task); ok {
+		md.Standbys = append(md.Standbys, StandbyHost{Server: a.cfg.ApplicationServer, ProcessID: processID, Local: true})
+	}
+	if dir != nil {
+		for _, in := range dir.standbys(task, processID) {
+			md.Standbys = append(md.Standbys, StandbyHost{Server: in.Server, ProcessID: in.ProcessID})
+		}
+		slices.SortFunc(md.Standbys, func(a, b StandbyHost) int { return strings.Compare(a.ProcessID, b.ProcessID) })
+	}
 	if a.ownedTask(task) {
 		md.Server, md.ProcessID, md.Local = a.cfg.ApplicationServer, processID, true
 		return md, nil

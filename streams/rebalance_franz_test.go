@@ -4,9 +4,14 @@ package streams_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,5 +160,143 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// With a standby replica, MetadataForKey names the standby's instance;
+// there a query with StaleStores (and GET /stores/…?stale=true, which
+// says "stale" and the standby's lag) reads the key from the standby's
+// state, while a plain query does not find it; /state lists the standby.
+func TestStandbyAnswersStaleQueries(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()[0]
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	keys := make([]string, 20)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "in", Key: []byte(keys[i]), Value: []byte("v-" + keys[i])}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	str := serde.String()
+	type instance struct {
+		app *streams.App
+		srv *httptest.Server
+	}
+	start := func(name string) *instance {
+		b := topology.NewBuilder()
+		topology.Table(b, "in", topology.Consumed(str, str), topology.Materialized[string, string]("t"))
+		top, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := &instance{}
+		var h atomic.Pointer[http.Handler]
+		in.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*h.Load()).ServeHTTP(w, r) }))
+		t.Cleanup(in.srv.Close)
+		in.app, err = streams.New(top, streams.Config{ApplicationID: "iq-standby", BootstrapServers: brokers, StateDir: t.TempDir(),
+			ProcessID: name, NumStandbyReplicas: 1, ApplicationServer: strings.TrimPrefix(in.srv.URL, "http://")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		handler := in.app.Handler()
+		h.Store(&handler)
+		done := make(chan error, 1)
+		go func() { done <- in.app.Run(ctx) }()
+		t.Cleanup(func() {
+			in.app.Close(context.Background())
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+		return in
+	}
+	a, b := start("a"), start("b")
+	standbysOf := func(app *streams.App) []string {
+		var ids []string
+		for _, th := range app.Report().Threads {
+			for _, sb := range th.Standbys {
+				ids = append(ids, sb.ID)
+			}
+		}
+		return ids
+	}
+	waitFor(t, "a task and a standby on each instance", func() bool {
+		for _, in := range []*instance{a, b} {
+			if in.app.State() != streams.Running || len(tasksOf(in.app)) != 1 || len(standbysOf(in.app)) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	// A key of b's task: a follows its task as a standby.
+	task := tasksOf(b.app)[0]
+	var key string
+	var md streams.KeyMetadata
+	waitFor(t, "a to know b's task from the instance directory", func() bool {
+		for _, k := range keys {
+			if m, err := a.app.MetadataForKey("t", k); err == nil && m.Task == task {
+				key, md = k, m
+				return true
+			}
+		}
+		return false
+	})
+	if md.ProcessID != "b" || len(md.Standbys) != 1 || md.Standbys[0].ProcessID != "a" || !md.Standbys[0].Local {
+		t.Fatalf("metadata of %s on a: %+v; want owner b, standby a (local)", key, md)
+	}
+	waitFor(t, "b to know a's standby of its task", func() bool {
+		m, err := b.app.MetadataForKey("t", key)
+		return err == nil && m.Local && len(m.Standbys) == 1 && m.Standbys[0].ProcessID == "a" && !m.Standbys[0].Local
+	})
+	plain, err := streams.KeyValueStoreOf[string, string](a.app, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := plain.Get(key); err != nil || ok {
+		t.Fatalf("a plain query on a found b's key %s (%v): only a stale one may", key, err)
+	}
+	stale, err := streams.KeyValueStoreOf[string, string](a.app, "t", streams.StaleStores())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the standby to hold the key", func() bool {
+		v, ok, err := stale.Get(key)
+		return err == nil && ok && v == "v-"+key
+	})
+	resp, err := http.Get(a.srv.URL + "/stores/t/keys/" + key + "?stale=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ans streams.KeyAnswer
+	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || !ans.Found || !ans.Stale || ans.Lag == nil || ans.ServedBy != "a" || ans.Value != "v-"+key {
+		t.Fatalf("GET ?stale=true on a: %d %+v; want a's standby's answer", resp.StatusCode, ans)
+	}
+	// Without stale, a forwards the query to b, the owner.
+	resp2, err := http.Get(a.srv.URL + "/stores/t/keys/" + key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp2.Body.Close()
+	ans = streams.KeyAnswer{}
+	if err := json.NewDecoder(resp2.Body).Decode(&ans); err != nil {
+		t.Fatal(err)
+	}
+	if resp2.StatusCode != http.StatusOK || ans.Stale || ans.ServedBy != "b" {
+		t.Fatalf("GET on a: %d %+v; want b's answer", resp2.StatusCode, ans)
 	}
 }
