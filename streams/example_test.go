@@ -123,3 +123,42 @@ func ExampleConfig_queryClient() {
 		log.Fatal(err)
 	}
 }
+
+// A stateful service that keeps one standby copy of each task and warms
+// a new instance up before moving tasks to it, and whose lookups may read
+// a standby's copy while a key's owner is gone or moving: with at most the
+// standby's lag behind, instead of no answer.
+func ExampleStaleStores() {
+	str := serde.String()
+	b := topology.NewBuilder()
+	topology.Count(topology.Stream(b, "clicks", topology.Consumed(str, str)).GroupByKey(),
+		topology.Materialized[string, int64]("clicks-per-user"))
+	top, err := b.Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	app, err := streams.New(top, streams.Config{
+		ApplicationID:         "click-counter",
+		BootstrapServers:      "127.0.0.1:9092",
+		Guarantee:             streams.ExactlyOnce,
+		NumStandbyReplicas:    1,      // a copy of each task's state on another instance
+		AcceptableRecoveryLag: 10_000, // a task moves once its new instance is this close (the default)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() {
+		counts, err := streams.KeyValueStoreOf[string, int64](app, "clicks-per-user", streams.StaleStores())
+		if err != nil {
+			log.Fatal(err)
+		}
+		for range time.Tick(time.Minute) {
+			md, _ := app.MetadataForKey("clicks-per-user", "alice")
+			n, found, err := counts.Get("alice") // from the active task here, or this instance's standby
+			fmt.Println(n, found, err, md.Local, len(md.Standbys))
+		}
+	}()
+	if err := app.Run(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+}
