@@ -420,3 +420,44 @@ func TestMemberStateEncoding(t *testing.T) {
 		t.Fatalf("5,000 tasks encode to %d bytes", n)
 	}
 }
+
+// BenchmarkAssignGroup assigns 5,000 tasks with one standby each over 200
+// instances (one thread each) as a rebalance after one instance died and
+// a new one joined finds them: each owning its share, reporting the state
+// of its tasks and standbys. It reports the largest member's join
+// metadata (bytes/member) and the assignment's user data (bytes/assignment).
+func BenchmarkAssignGroup(b *testing.B) {
+	const n, instances = 5000, 200
+	members := make([]taskMember, instances)
+	for i := range members {
+		members[i] = taskMember{id: fmt.Sprintf("member-%03d-%s", i, "0123456789abcdef0123456789abcdef"), process: fmt.Sprintf("process-%03d", i), state: map[int32]int64{}}
+	}
+	for p := range int32(n) {
+		a, s := int(p)%instances, (int(p)+1)%instances
+		members[a].owned = append(members[a].owned, p)
+		members[a].state[p] = 1 << 30
+		members[s].standby = append(members[s].standby, p)
+		members[s].state[p] = 1<<30 - 500
+	}
+	// Instance 0 died (its members gone); a new one, with no state, joins.
+	members[0] = taskMember{id: "member-new", process: "process-new", state: map[int32]int64{}}
+	o := groupOptions{standbys: 1, acceptableLag: 10_000, maxWarmups: 2}
+	biggest := 0
+	for _, m := range members {
+		s := MemberState{Process: m.process, Offsets: m.state, Standbys: 1, Standby: m.standby, AcceptableRecoveryLag: 10_000, MaxWarmups: 2}
+		biggest = max(biggest, len(encodeMemberState(s)))
+	}
+	var g groupAssignment
+	b.ResetTimer()
+	for range b.N {
+		g = assignGroup(members, n, o)
+	}
+	b.StopTimer()
+	largest := 0
+	for _, m := range members {
+		sb := map[string][]int32{"orders": g.standby[m.id], "orders-repartition": g.standby[m.id]}
+		largest = max(largest, len(encodeMemberAssignment(sb, map[string][]int32{"orders": g.warmup[m.id]}, g.followUp)))
+	}
+	b.ReportMetric(float64(biggest), "bytes/member")
+	b.ReportMetric(float64(largest), "bytes/assignment")
+}
