@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -203,6 +204,9 @@ func (b *bench) runAll() {
 	if b.o.want(b.o.only, "state") {
 		b.stateWorkload()
 	}
+	if b.o.want(b.o.only, "rebalance") {
+		b.rebalanceWorkload()
+	}
 }
 
 // median returns the run with the median rate (of an even count, the
@@ -360,11 +364,13 @@ func parseCommits(line string, stats *[4]float64) {
 
 // childProc is a system under measurement, as an OS process.
 type childProc struct {
-	cmd     *exec.Cmd
-	lines   chan string
-	stderr  *bytes.Buffer
-	done    chan struct{}
-	commits [2]float64
+	cmd    *exec.Cmd
+	lines  chan string
+	stderr *bytes.Buffer
+	done   chan struct{}
+	// restored: the changelog records the process restored so far, as
+	// its last "RESTORED n" line said (rebalance workload).
+	restored atomic.Int64
 }
 
 func startChild(cmd *exec.Cmd) *childProc {
@@ -377,6 +383,12 @@ func startChild(cmd *exec.Cmd) *childProc {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			if n, ok := strings.CutPrefix(sc.Text(), "RESTORED "); ok {
+				if v, err := strconv.ParseInt(n, 10, 64); err == nil {
+					p.restored.Store(v)
+				}
+				continue
+			}
 			select {
 			case p.lines <- sc.Text():
 			default:

@@ -41,6 +41,8 @@ func child(args []string) {
 	out := fs.String("out", "", "output topic")
 	in := fs.String("in", "", "input topics, comma-separated")
 	client := fs.String("client", "", "client properties k=v,k=v for eddy's ClientConfig")
+	standbys := fs.Int("standbys", 0, "NumStandbyReplicas")
+	reportRestored := fs.Bool("report-restored", false, `print "RESTORED n" (changelog records restored so far) whenever it grows`)
 	profile := fs.String("cpuprofile", os.Getenv("EDDYBENCH_CPUPROFILE"), "write a CPU profile of the child to this file ({pid} is replaced by the child's process id)")
 	profileFor := fs.Duration("cpuprofile-for", envDuration("EDDYBENCH_CPUPROFILE_FOR"), "stop the CPU profile after this long (0: at exit); a child that is SIGKILLed (the state workload's build) writes its profile only this way")
 	traceAt := fs.Duration("trace-at", envDuration("EDDYBENCH_TRACE_AT"), "write a 5 s execution trace (runtime/trace) this long after start, to the -cpuprofile path with .trace appended (0: none)")
@@ -93,18 +95,53 @@ func child(args []string) {
 	a := must(streams.New(buildTopology(*wl, inputs, *out), streams.Config{
 		Logger:        logger,
 		ApplicationID: *app, BootstrapServers: *brokers, Guarantee: guarantee, StateDir: *state,
-		CommitInterval: commit, Metrics: reg, ClientConfig: cc,
+		CommitInterval: commit, Metrics: reg, ClientConfig: cc, NumStandbyReplicas: *standbys,
 		StateListener: func(_, s streams.State) {
 			if s == streams.Running {
 				fmt.Println("RUNNING")
 			}
 		},
 	}))
+	if *reportRestored {
+		go reportRestoredRecords(ctx, reg)
+	}
 	if err := a.Run(ctx); err != nil {
 		fail("%v", err)
 	}
 	p50, p99, n, slow := commitQuantiles(reg)
 	fmt.Printf("COMMITS %.2f %.2f %d %d\n", p50, p99, n, slow)
+}
+
+// reportRestoredRecords prints "RESTORED n" whenever eddy's count of
+// restored changelog records (eddy_restore_records_total) grows, until
+// ctx ends.
+func reportRestoredRecords(ctx context.Context, reg *prometheus.Registry) {
+	var last float64
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		mfs, err := reg.Gather()
+		if err != nil {
+			continue
+		}
+		var n float64
+		for _, mf := range mfs {
+			if mf.GetName() == "eddy_restore_records_total" {
+				for _, m := range mf.Metric {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+		if n > last {
+			last = n
+			fmt.Printf("RESTORED %.0f\n", n)
+		}
+	}
 }
 
 // buildTopology is each workload in eddy's DSL, as bench/kstreams writes

@@ -16,6 +16,8 @@
 // table. Then the state workload (state.go): a count per key over
 // -state-keys distinct keys, each system building the state, SIGKILLed,
 // restarted on its state and started cold, timed to its first new output.
+// Then the rebalance workload (rebalance.go): instances joining, leaving
+// and dying under steady input, each event's pauses per partition.
 // With -svg it also draws records/s and memory, eddy against Kafka
 // Streams, per workload and guarantee (the README's Performance chart).
 // Run it with `make bench`.
@@ -41,7 +43,7 @@ func main() {
 	}
 	var o options
 	flag.StringVar(&o.brokers, "brokers", os.Getenv("EDDY_KAFKA_BOOTSTRAP"), "bootstrap servers")
-	flag.StringVar(&o.only, "only", "", "comma-separated subset of workloads (stateless,wordcount,windowed,join,latency,state)")
+	flag.StringVar(&o.only, "only", "", "comma-separated subset of workloads (stateless,wordcount,windowed,join,latency,state,rebalance)")
 	flag.StringVar(&o.systems, "systems", "ceiling,ceiling-librdkafka,eddy,eddy-librdkafka,kstreams", "comma-separated subset of systems")
 	flag.StringVar(&o.librdkafkaBin, "librdkafka-bin", "", "an eddybench built with -tags eddy_librdkafka, for the librdkafka systems (scripts/bench.sh builds it)")
 	flag.StringVar(&o.svg, "svg", "", "write a chart of the run's records/s and memory to this SVG file")
@@ -54,6 +56,10 @@ func main() {
 	flag.IntVar(&o.partitions, "partitions", 4, "partitions of every input topic")
 	flag.IntVar(&o.stateKeys, "state-keys", 1_000_000, "distinct keys (and records) of the state workload (the state issue measures 10000000)")
 	flag.StringVar(&o.client, "eddy-client-config", "", "for exploring only: client properties (k=v,k=v) passed to eddy's ClientConfig")
+	flag.IntVar(&o.rb.keys, "rebalance-keys", 1_000_000, "distinct keys (the state) of the rebalance workload")
+	flag.IntVar(&o.rb.rate, "rebalance-rate", 10_000, "input records/s during the rebalance workload's events")
+	flag.IntVar(&o.rb.partitions, "rebalance-partitions", 6, "partitions of the rebalance workload's topics")
+	flag.DurationVar(&o.rb.session, "rebalance-session", 10*time.Second, "both systems' session timeout in the rebalance workload")
 	flag.Parse()
 	if o.brokers == "" {
 		fail("no broker: pass -brokers or set EDDY_KAFKA_BOOTSTRAP (make bench starts one)")
@@ -71,6 +77,7 @@ type options struct {
 	scale                                        float64
 	latencyRate, partitions, stateKeys, repeat   int
 	latencyFor                                   time.Duration
+	rb                                           rbOptions
 }
 
 func (o options) want(list, item string) bool {

@@ -5,7 +5,9 @@ import java.time.Duration;
 import java.util.Arrays;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicLong;
 
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KafkaStreams;
@@ -20,6 +22,7 @@ import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.processor.StateRestoreListener;
 import org.apache.kafka.streams.state.KeyValueStore;
 
 /**
@@ -32,6 +35,11 @@ import org.apache.kafka.streams.state.KeyValueStore;
  * guarantee (at_least_once | exactly_once), bootstrap servers, application
  * id, state directory, commit interval in ms, output topic, then the input
  * topics (join: stream topic, table topic).
+ *
+ * <p>System properties the rebalance benchmark sets: {@code eddy.standbys}
+ * (num.standby.replicas), {@code eddy.session.timeout.ms} (the consumer's
+ * session timeout) and {@code eddy.report.restored} (print "RESTORED n",
+ * the changelog records restored so far, whenever a store's restore ends).
  *
  * <p>Logging is slf4j-simple, configured by eddybench on the command line:
  * StreamThread's debug line per commit goes to a file, from which eddybench
@@ -57,6 +65,14 @@ public final class KStreamsBench {
     p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
     p.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
     p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+    String standbys = System.getProperty("eddy.standbys");
+    if (standbys != null) {
+      p.put(StreamsConfig.NUM_STANDBY_REPLICAS_CONFIG, Integer.parseInt(standbys));
+    }
+    String session = System.getProperty("eddy.session.timeout.ms");
+    if (session != null) {
+      p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), Integer.parseInt(session));
+    }
 
     StreamsBuilder b = new StreamsBuilder();
     switch (workload) {
@@ -114,6 +130,24 @@ public final class KStreamsBench {
         System.exit(1);
       }
     });
+    if (Boolean.getBoolean("eddy.report.restored")) {
+      AtomicLong restored = new AtomicLong();
+      ks.setGlobalStateRestoreListener(new StateRestoreListener() {
+        @Override
+        public void onRestoreStart(TopicPartition tp, String store, long start, long end) {}
+
+        @Override
+        public void onBatchRestored(TopicPartition tp, String store, long batchEnd, long n) {}
+
+        @Override
+        public void onRestoreEnd(TopicPartition tp, String store, long total) {
+          synchronized (System.out) {
+            System.out.println("RESTORED " + restored.addAndGet(total));
+            System.out.flush();
+          }
+        }
+      });
+    }
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
       ks.close(Duration.ofSeconds(60));
       stopped.countDown();
