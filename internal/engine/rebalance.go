@@ -51,7 +51,7 @@ func (th *Thread) memberState() kclient.MemberState {
 		s.Standbys = th.cfg.NumStandbyReplicas
 		s.AcceptableRecoveryLag, s.MaxWarmups = th.cfg.AcceptableRecoveryLag, th.cfg.MaxWarmupReplicas
 	}
-	if f := th.following.Load(); f != nil {
+	if f := th.tm.following.Load(); f != nil {
 		s.Standby, s.Warmup = f.standby, f.claims
 	}
 	sums, err := th.cfg.StateDirectory.OffsetSums()

@@ -38,13 +38,6 @@ type standbyTask struct {
 	lag int64
 }
 
-// followState is what the thread follows, for the group member's joins
-// (kclient.MemberState): its standby tasks' partitions (warm-ups
-// included), and the tasks held for it (claims, by partition).
-type followState struct {
-	standby, claims []int32
-}
-
 // setStandbys makes the standby tasks of an assignment's standby
 // partitions (tps) the thread's, those of its warm-up partitions
 // (warmups: the tasks held for it) marked as warm-ups: new ones start
@@ -70,57 +63,39 @@ func (th *Thread) setStandbys(tps, warmups []kclient.TP) {
 			}
 		}
 	}
-	var added, gone []string
-	for id := range th.tm.standby {
-		if !want[id] {
-			th.dropStandby(id)
-			gone = append(gone, id.String())
-		}
+	added, gone, warm := th.tm.setStandbys(want, claims)
+	for _, id := range gone {
+		th.stopFollowing(id)
 	}
-	th.cfg.StateDirectory.ReleaseTasks(th.idx, gone)
-	var warm []string
-	for id := range want {
-		sb := th.tm.standby[id]
-		if sb == nil {
-			sb = &standbyTask{id: id, lag: -1}
-			th.tm.standby[id] = sb
-			added = append(added, id.String())
+	names := func(ids []processor.TaskID) []string {
+		out := make([]string, len(ids))
+		for i, id := range ids {
+			out[i] = id.String()
 		}
-		if sb.warmup = claims[id.Partition]; sb.warmup {
-			warm = append(warm, id.String())
-		}
+		return out
 	}
+	th.cfg.StateDirectory.ReleaseTasks(th.idx, names(gone))
 	// A standby's state is owned like an active's: the cleaner leaves it.
-	th.cfg.StateDirectory.Own(th.idx, added)
-	th.publishStandbys(slices.Sorted(maps.Keys(claims)))
-	if len(added)+len(gone) > 0 || len(warm) > 0 {
-		slices.Sort(added)
-		slices.Sort(gone)
-		slices.Sort(warm)
-		th.log.Info("standby tasks", zap.Strings("added", added), zap.Strings("removed", gone), zap.Strings("warmups", warm),
+	th.cfg.StateDirectory.Own(th.idx, names(added))
+	if len(added)+len(gone)+len(warm) > 0 {
+		th.log.Info("standby tasks", zap.Strings("added", names(added)), zap.Strings("removed", names(gone)), zap.Strings("warmups", names(warm)),
 			zap.Int("standby_tasks", len(th.tm.standby)), zap.Int("held_for_this_thread", len(claims)))
 	}
 }
 
-// dropStandby stops following a standby task's changelogs (an active task
-// of the thread takes it over, or it is no longer wanted here).
+// dropStandby stops following a standby task: an active task of the
+// thread takes it over (its restore reads on from where the standby is).
 func (th *Thread) dropStandby(id processor.TaskID) {
+	th.stopFollowing(id)
+	th.tm.removeStandby(id)
+}
+
+// stopFollowing stops reading a standby task's changelogs; what it read is
+// written first.
+func (th *Thread) stopFollowing(id processor.TaskID) {
 	if err := th.restore.drop(id); err != nil {
 		th.log.Warn("writing a standby task's last records; its next restore reads them again", zap.Stringer("task", id), zap.Error(err))
 	}
-	delete(th.tm.standby, id)
-}
-
-// publishStandbys keeps the partitions of the thread's standby tasks, and
-// the tasks held for it (claims), where the group member's join reads them
-// (memberState, on the client's goroutine).
-func (th *Thread) publishStandbys(claims []int32) {
-	var parts []int32
-	for id := range th.tm.standby {
-		parts = append(parts, id.Partition)
-	}
-	slices.Sort(parts)
-	th.following.Store(&followState{standby: slices.Compact(parts), claims: claims})
 }
 
 // startStandbys starts reading the changelogs of standby tasks not started

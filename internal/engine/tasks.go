@@ -3,7 +3,9 @@ package engine
 import (
 	"encoding/base64"
 	"encoding/binary"
+	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,8 +62,21 @@ type taskManager struct {
 	// committedTime: the stream time committed with each partition's
 	// offset, restored into tasks (re)built for it.
 	committedTime map[kclient.TP]int64
-	// standby: the standby tasks the thread follows (standby.go).
+	// standby: the standby tasks the thread follows (standby.go), warm-ups
+	// among them; claims: the tasks the group's assignor holds for the
+	// thread (by partition), which it follows as warm-ups if it may.
 	standby map[processor.TaskID]*standbyTask
+	claims  []int32
+	// following: what the thread follows, as the group member's joins
+	// read it on the client's goroutine (publish).
+	following atomic.Pointer[followState]
+}
+
+// followState is what a thread follows, for the group member's joins
+// (kclient.MemberState): its standby tasks' partitions (warm-ups
+// included), and the tasks held for it (claims, by partition).
+type followState struct {
+	standby, claims []int32
 }
 
 // clear forgets the whole assignment (its tasks already closed, its
@@ -69,9 +84,58 @@ type taskManager struct {
 func (m *taskManager) clear() {
 	m.dropTasks()
 	m.standby = map[processor.TaskID]*standbyTask{}
+	m.claims = nil
 	m.parts = map[kclient.TP]*partition{}
 	m.committed = map[kclient.TP]int64{}
 	m.committedTime = map[kclient.TP]int64{}
+	m.publish()
+}
+
+// setStandbys makes want the standby tasks, those of claimed partitions
+// marked as warm-ups (claims: the tasks held for the thread): it returns
+// the tasks added, the ones gone (whose reading the caller stops) and the
+// warm-ups, each in id order.
+func (m *taskManager) setStandbys(want map[processor.TaskID]bool, claims map[int32]bool) (added, gone, warm []processor.TaskID) {
+	for id := range m.standby {
+		if !want[id] {
+			delete(m.standby, id)
+			gone = append(gone, id)
+		}
+	}
+	for id := range want {
+		sb := m.standby[id]
+		if sb == nil {
+			sb = &standbyTask{id: id, lag: -1}
+			m.standby[id] = sb
+			added = append(added, id)
+		}
+		if sb.warmup = claims[id.Partition]; sb.warmup {
+			warm = append(warm, id)
+		}
+	}
+	m.claims = slices.Sorted(maps.Keys(claims))
+	m.publish()
+	for _, ids := range [][]processor.TaskID{added, gone, warm} {
+		slices.SortFunc(ids, compareTaskIDs)
+	}
+	return added, gone, warm
+}
+
+// removeStandby forgets a standby task (an active task takes it over).
+func (m *taskManager) removeStandby(id processor.TaskID) {
+	delete(m.standby, id)
+	m.publish()
+}
+
+// publish keeps what the thread follows where the group member's join
+// reads it (following).
+func (m *taskManager) publish() {
+	var parts []int32
+	for id := range m.standby {
+		parts = append(parts, id.Partition)
+	}
+	slices.Sort(parts)
+	m.following.Store(&followState{standby: slices.Compact(parts), claims: m.claims})
 }
 
 // dropTasks forgets the tasks (already closed), keeping what was read of

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/eddy-go/eddy/internal/storage"
@@ -90,9 +89,6 @@ type Thread struct {
 	// lastStandbyStart, lastStandbyLook: the last attempt to start
 	// standbys, the last look at their changelogs' ends (standby.go).
 	lastStandbyStart, lastStandbyLook time.Time
-	// following: what the thread follows (standby tasks, warm-ups' claims),
-	// for the group member's joins (read on the client's goroutine).
-	following atomic.Pointer[followState]
 
 	Stats ThreadStats
 	// Health says whether the brokers answer this thread (health.go).
@@ -191,7 +187,6 @@ func (th *Thread) transactionalID() string {
 // reset forgets everything of the previous session.
 func (th *Thread) reset() {
 	th.tm.clear()
-	th.publishStandbys(nil)
 	th.restore = newRestorer(th.cfg, th.log, &th.Stats, &th.Health)
 	th.dirty, th.cbErr, th.closing = false, nil, false
 	th.syncedAt = 0
