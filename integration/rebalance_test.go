@@ -158,8 +158,8 @@ func firstSubtopologyPartition(t *testing.T, id any) (int32, bool) {
 
 // With one standby replica, a SIGKILLed instance's tasks resume on the
 // instance that followed them, restoring almost nothing. p1 starts alone
-// and owns every task; p0 joins and takes half (restoring them in full),
-// and each follows the other's tasks as standbys. p1 is SIGKILLed mid-stream
+// and owns every task; p0 joins and takes half (warmed up first), and
+// each follows the other's tasks as standbys. p1 is SIGKILLed mid-stream
 // (placed by committed progress): p0 takes over p1's tasks and restores
 // less than 1% of their changelogs, since its standbys had read them. The
 // output stays exact.
@@ -171,10 +171,12 @@ func TestStandbyTakesOverAfterSIGKILL(t *testing.T) {
 	w1 := a.start("p1", args...)
 	w1.waitRunning(t, 2*time.Minute)
 	w0 := a.start("p0", args...)
-	a.feed(120_000, 5_000)
 	w0.waitRunning(t, 2*time.Minute)
-	waitStandbys(t, w0)
-	waitStandbys(t, w1)
+	// The warm-ups move p0's share to it; then each follows the other's
+	// tasks as standbys, caught up before the input flows again.
+	waitStandbysCaughtUp(t, w0)
+	waitStandbysCaughtUp(t, w1)
+	a.feed(120_000, 5_000)
 
 	var theirs []int32 // p1's input partitions when it dies
 	var before int     // p0's log lines then
@@ -210,19 +212,54 @@ func TestStandbyTakesOverAfterSIGKILL(t *testing.T) {
 	a.checkExactSequences()
 }
 
-// waitStandbys waits until the worker follows standby tasks.
-func waitStandbys(t *testing.T, w *worker) {
+// waitStandbysCaughtUp waits until the worker follows standby tasks (not
+// warm-ups: the group's moves are done) and each of them was, at some
+// look since it was added, within the acceptable recovery lag.
+func waitStandbysCaughtUp(t *testing.T, w *worker) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
-		for _, e := range w.entries("standby tasks") {
-			if n, _ := e["standby_tasks"].(float64); n > 0 {
-				return
-			}
+		if standbysCaughtUp(w.all()) {
+			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("%s follows no standby task after 2m; log:\n%s", w.name, tail(w.log))
+	t.Fatalf("%s's standbys did not catch up within 2m; log:\n%s", w.name, tail(w.log))
+}
+
+// standbysCaughtUp reports whether, in a worker's log, the latest set of
+// standby tasks has no warm-up, and each of them logged "standby task
+// caught up" after it was last added.
+func standbysCaughtUp(log []map[string]any) bool {
+	var current []any
+	addedAt := map[string]int{}
+	caught := map[string]int{}
+	for i, e := range log {
+		switch e["msg"] {
+		case "standby tasks":
+			if ws, _ := e["warmups"].([]any); len(ws) > 0 {
+				current = nil
+				continue
+			}
+			current, _ = e["standbys"].([]any)
+			added, _ := e["added"].([]any)
+			for _, id := range added {
+				addedAt[fmt.Sprint(id)] = i
+			}
+		case "standby task caught up":
+			caught[fmt.Sprint(e["task"])] = i
+		}
+	}
+	if len(current) == 0 {
+		return false
+	}
+	for _, id := range current {
+		at, ok := caught[fmt.Sprint(id)]
+		if !ok || at < addedAt[fmt.Sprint(id)] {
+			return false
+		}
+	}
+	return true
 }
 
 // Scaling out warms up first (KIP-441): an instance joining a stateful app

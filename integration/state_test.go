@@ -42,6 +42,7 @@ type tableApp struct {
 	changelog string
 	guarantee streams.Guarantee
 	cleanup   time.Duration // Config.StateCleanupDelay
+	standbys  int           // Config.NumStandbyReplicas
 	top       *topology.Topology
 }
 
@@ -76,7 +77,7 @@ func (a *tableApp) start(name, dir string) *tableInstance {
 	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(logs), zapcore.InfoLevel)
 	cfg := streams.Config{ApplicationID: a.app, BootstrapServers: a.brokers, StateDir: dir, Guarantee: a.guarantee,
 		CommitInterval: 200 * time.Millisecond, StateCleanupDelay: a.cleanup, ProcessID: name,
-		Logger: zap.New(core).Named(name)}
+		NumStandbyReplicas: a.standbys, Logger: zap.New(core).Named(name)}
 	app, stop := startApp(a.t, a.top, cfg)
 	in := &tableInstance{name: name, app: app, logs: logs, stop: stop}
 	a.t.Cleanup(func() {
@@ -209,13 +210,19 @@ func TestDeletedKeyStaysDeletedWhenTaskReturns(t *testing.T) {
 			if restartA {
 				name = fmt.Sprintf("%s/A_restarted_on_its_old_state", g)
 			}
-			t.Run(name, func(t *testing.T) { testDeletedKeyStaysDeleted(t, brokers, g, restartA) })
+			t.Run(name, func(t *testing.T) { testDeletedKeyStaysDeleted(t, brokers, g, restartA, 0) })
 		}
 	}
+	// With a standby replica (and warm-ups, on by default): A follows the
+	// task while B owns it, and takes it back from its standby.
+	t.Run("exactly_once/A_kept_running_with_a_standby", func(t *testing.T) {
+		testDeletedKeyStaysDeleted(t, brokers, streams.ExactlyOnce, false, 1)
+	})
 }
 
-func testDeletedKeyStaysDeleted(t *testing.T, brokers string, g streams.Guarantee, restartA bool) {
+func testDeletedKeyStaysDeleted(t *testing.T, brokers string, g streams.Guarantee, restartA bool, standbys int) {
 	a := newTableApp(t, brokers, g, -1)
+	a.standbys = standbys
 	var recs []kafkatest.Record
 	for i := range 20 {
 		recs = append(recs, kafkatest.KV(fmt.Sprintf("K-%d", i), "v1"))
@@ -297,8 +304,11 @@ func testDeletedKeyStaysDeleted(t *testing.T, brokers string, g streams.Guarante
 			instA.waitValue(t, k, "v1", time.Minute)
 		}
 	}
-	if !strings.Contains(instA.logs.String(), "wiping a store's local state and restoring it in full") {
+	if standbys == 0 && !strings.Contains(instA.logs.String(), "wiping a store's local state and restoring it in full") {
 		t.Error("A did not log why it rebuilt the store")
+	}
+	if standbys > 0 && !strings.Contains(instA.logs.String(), `"standby_tasks": 1`) {
+		t.Error("A never followed B's task as a standby")
 	}
 }
 

@@ -36,6 +36,9 @@ type standbyTask struct {
 	// lag: records its changelogs held beyond what it had read at the last
 	// look (lookAtStandbys); -1 before the first.
 	lag int64
+	// caughtUp: a look found it within the acceptable recovery lag (said
+	// once, in the log).
+	caughtUp bool
 }
 
 // setStandbys makes the standby tasks of an assignment's standby
@@ -78,8 +81,9 @@ func (th *Thread) setStandbys(tps, warmups []kclient.TP) {
 	// A standby's state is owned like an active's: the cleaner leaves it.
 	th.cfg.StateDirectory.Own(th.idx, names(added))
 	if len(added)+len(gone)+len(warm) > 0 {
+		all := slices.SortedFunc(maps.Keys(th.tm.standby), compareTaskIDs)
 		th.log.Info("standby tasks", zap.Strings("added", names(added)), zap.Strings("removed", names(gone)), zap.Strings("warmups", names(warm)),
-			zap.Int("standby_tasks", len(th.tm.standby)), zap.Int("held_for_this_thread", len(claims)))
+			zap.Strings("standbys", names(all)), zap.Int("standby_tasks", len(all)), zap.Int("held_for_this_thread", len(claims)))
 	}
 }
 
@@ -154,7 +158,10 @@ func (th *Thread) changelogOffsets(tps []kclient.TP) (start, end map[kclient.TP]
 	defer cancel()
 	start, end, err = adm.Offsets(ctx, tps, true)
 	if err != nil {
-		if kclient.IsTransient(err) || (ctx.Err() != nil && th.ctx.Err() == nil) {
+		if th.ctx.Err() != nil {
+			return nil, nil, false, nil // stopping
+		}
+		if kclient.IsTransient(err) || ctx.Err() != nil {
 			th.Health.down(th.log, "reading changelog offsets", err)
 			return nil, nil, false, nil
 		}
@@ -225,6 +232,10 @@ func (th *Thread) lookAtStandbys() error {
 			continue
 		}
 		sb.lag = n
+		if !sb.caughtUp && n <= th.cfg.AcceptableRecoveryLag {
+			sb.caughtUp = true
+			th.log.Info("standby task caught up", zap.Stringer("task", id), zap.Int64("lag", n), zap.Bool("warmup", sb.warmup))
+		}
 		if sb.warmup && n <= th.cfg.AcceptableRecoveryLag && time.Since(sb.askedAt) >= warmupAskAgain {
 			if err := th.restore.flush(id); err != nil {
 				return err

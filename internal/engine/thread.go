@@ -280,11 +280,20 @@ func (th *Thread) step() error {
 	if th.cbErr != nil {
 		return th.cbErr
 	}
-	if err := th.startTasks(false); err != nil {
+	// Starting tasks and standbys and looking at the standbys ask the
+	// brokers, bounded by the thread's context: one cut short by a stop
+	// is no failure (the next turn shuts down).
+	stopping := func(err error) error {
+		if th.ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
+	if err := th.startTasks(false); err != nil {
+		return stopping(err)
+	}
 	if err := th.startStandbys(); err != nil {
-		return err
+		return stopping(err)
 	}
 	if th.restore.busy() {
 		if err := th.restoreStep(); err != nil {
@@ -292,7 +301,7 @@ func (th *Thread) step() error {
 		}
 	}
 	if err := th.lookAtStandbys(); err != nil {
-		return err
+		return stopping(err)
 	}
 	if err := th.process(); err != nil {
 		return rejoinIfFatal(err)
