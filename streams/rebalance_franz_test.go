@@ -31,26 +31,9 @@ import (
 // test), every key is queried on it; once the group settles, every key of
 // the task it kept must have been answered during the rebalance.
 func TestKeysOfTasksThatStayAnswerDuringARebalance(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()[0]
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	keys := make([]string, 20)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("k%d", i)
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "in", Key: []byte(keys[i]), Value: []byte("v")}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	brokers, keys := tableInput(ctx, t, func(string) string { return "v" })
 	str := serde.String()
 	build := func() *topology.Topology {
 		b := topology.NewBuilder()
@@ -139,6 +122,32 @@ func TestKeysOfTasksThatStayAnswerDuringARebalance(t *testing.T) {
 	stopFirst()
 }
 
+// tableInput starts an embedded broker with a two-partition topic "in"
+// holding 20 keys, k0…k19, with value(key) each; it returns the broker's
+// address and the keys.
+func tableInput(ctx context.Context, t *testing.T, value func(key string) string) (string, []string) {
+	t.Helper()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	brokers := cluster.ListenAddrs()[0]
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	keys := make([]string, 20)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "in", Key: []byte(keys[i]), Value: []byte(value(keys[i]))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return brokers, keys
+}
+
 // tasksOf returns the ids of the tasks an app runs.
 func tasksOf(a *streams.App) []string {
 	var ids []string
@@ -168,26 +177,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // says "stale" and the standby's lag) reads the key from the standby's
 // state, while a plain query does not find it; /state lists the standby.
 func TestStandbyAnswersStaleQueries(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()[0]
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	keys := make([]string, 20)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("k%d", i)
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "in", Key: []byte(keys[i]), Value: []byte("v-" + keys[i])}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	brokers, keys := tableInput(ctx, t, func(k string) string { return "v-" + k })
 	str := serde.String()
 	type instance struct {
 		app *streams.App
