@@ -23,9 +23,11 @@
 // Run it with `make bench`.
 //
 // A run's rate counts input records from the moment the system reports
-// RUNNING until its consumer group has committed all input (and, for word
-// count, all repartitioned records); CPU is the process's user+system time
-// over the same span; memory is its peak resident set.
+// RUNNING until all its output is readable (stateless and join: one output
+// record per input record) or, for the aggregations, until its consumer
+// group has committed all input (and, for word count, all repartitioned
+// records); CPU is the process's user+system time over the same span;
+// memory is its peak resident set.
 package main
 
 import (
