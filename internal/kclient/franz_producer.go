@@ -39,6 +39,9 @@ type franzProducer struct {
 	ctxMu  sync.Mutex
 	ctx    context.Context
 	cancel context.CancelFunc
+	// slab: where records and their bytes are cut from (guarded by
+	// ctxMu).
+	slab recordSlab
 	// promise is delivered, bound once (a method value per record would
 	// allocate).
 	promise func(*kgo.Record, error)
@@ -140,9 +143,14 @@ func (p *franzProducer) Produce(rec *rt.OutRecord) error {
 		p.mu.Unlock()
 		return err
 	}
-	// One allocation for the record's bytes: the caller reuses its slices.
-	buf := make([]byte, len(rec.Key)+len(rec.Value))
-	r := &kgo.Record{Topic: rec.Topic, Partition: rec.Partition}
+	// The caller reuses its slices: the record and its bytes come from
+	// the producer's slab.
+	p.ctxMu.Lock()
+	ctx := p.ctx
+	r := p.slab.record()
+	buf := p.slab.bytes(len(rec.Key) + len(rec.Value))
+	p.ctxMu.Unlock()
+	r.Topic, r.Partition = rec.Topic, rec.Partition
 	if rec.Key != nil {
 		r.Key = buf[:len(rec.Key):len(rec.Key)]
 		copy(r.Key, rec.Key)
@@ -167,11 +175,47 @@ func (p *franzProducer) Produce(rec *rt.OutRecord) error {
 	if p.txnID != "" {
 		p.txnRecords.Add(1)
 	}
-	p.ctxMu.Lock()
-	ctx := p.ctx
-	p.ctxMu.Unlock()
 	p.cl.Produce(ctx, r, p.promise)
 	return nil
+}
+
+// recordSlab hands out the records Produce gives franz-go, and the bytes
+// they carry, from blocks of many: one allocation for slabRecords records
+// and one for slabBytes bytes, instead of two a record (measured: a
+// stateless thread's allocations and GC were a quarter of its CPU). A
+// block lives until the last record cut from it is delivered and
+// dropped. Guarded by the producer's ctxMu.
+type recordSlab struct {
+	recs []kgo.Record
+	buf  []byte
+}
+
+const (
+	slabRecords = 256
+	slabBytes   = 64 << 10
+)
+
+// record returns a zero record.
+func (s *recordSlab) record() *kgo.Record {
+	if len(s.recs) == 0 {
+		s.recs = make([]kgo.Record, slabRecords)
+	}
+	r := &s.recs[0]
+	s.recs = s.recs[1:]
+	return r
+}
+
+// bytes returns n bytes (capped at n); a large n gets its own allocation.
+func (s *recordSlab) bytes(n int) []byte {
+	if n > slabBytes/16 {
+		return make([]byte, n)
+	}
+	if len(s.buf) < n {
+		s.buf = make([]byte, slabBytes)
+	}
+	b := s.buf[:n:n]
+	s.buf = s.buf[n:]
+	return b
 }
 
 // recordSize is about what a record takes in a batch: its bytes and
