@@ -175,7 +175,7 @@ func (th *Thread) storeChangelogEnds(ends map[kclient.TP]int64) {
 // for at most five seconds (exactly-once's commit, for changelogs whose end
 // it does not know: during an outage they stay unknown a while longer).
 func (th *Thread) logEnds(ctx context.Context, tps []kclient.TP) (map[kclient.TP]int64, error) {
-	adm, err := th.admin()
+	adm, err := th.adm.get()
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +241,7 @@ func (th *Thread) maybePurge() error {
 	th.lastPurge = time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	adm, err := th.admin()
+	adm, err := th.adm.get()
 	if err == nil {
 		err = adm.DeleteRecords(ctx, before)
 	}

@@ -61,26 +61,10 @@ func (g *GlobalReader) Bootstrap(ctx context.Context) error {
 	if len(g.byTopic) == 0 {
 		return nil
 	}
-	var adm kclient.Admin
-	defer func() {
-		if adm != nil {
-			adm.Close()
-		}
-	}()
-	admin := func() (a kclient.Admin, err error) {
-		if adm == nil {
-			adm, err = g.cfg.NewAdmin()
-		}
-		return adm, err
-	}
-	reset := func(n int) {
-		if n%3 == 0 && adm != nil {
-			adm.Close()
-			adm = nil
-		}
-	}
+	adm := &lazyAdmin{newAdmin: g.cfg.NewAdmin}
+	defer adm.close()
 	for {
-		again, err := g.bootstrap(ctx, admin, reset)
+		again, err := g.bootstrap(ctx, adm.get, adm.reset)
 		if err != nil || !again {
 			return err
 		}
@@ -348,19 +332,9 @@ func (g *GlobalReader) Run(ctx context.Context) error {
 		return nil
 	}
 	defer g.consumer.Close()
-	var adm kclient.Admin
-	defer func() {
-		if adm != nil {
-			adm.Close()
-		}
-	}()
-	admin := func() (kclient.Admin, error) {
-		var err error
-		if adm == nil {
-			adm, err = g.cfg.NewAdmin()
-		}
-		return adm, err
-	}
+	adm := &lazyAdmin{newAdmin: g.cfg.NewAdmin}
+	defer adm.close()
+	admin := adm.get
 	var topics []string
 	for t := range g.byTopic {
 		topics = append(topics, t)

@@ -117,29 +117,57 @@ func (th *Thread) retry(ctx context.Context, what string, op func() error) error
 	return retry(ctx, &th.Health, th.log, what, op, nil)
 }
 
-// admin returns the thread's own admin client, made on first use. Each
-// thread has its own so that one stuck on stale metadata can be replaced
-// (librdkafka's admin client can keep sending a stale leader epoch after a
-// broker restart: FENCED_LEADER_EPOCH on every ListOffsets, where a new
-// client succeeds at once).
-func (th *Thread) admin() (kclient.Admin, error) {
-	if th.adm == nil {
-		a, err := th.cfg.NewAdmin()
+// lazyAdmin is an admin client made on first use and replaced after
+// every third failure in a row, so that one stuck on stale metadata is
+// replaced (librdkafka's admin client could keep sending a stale leader
+// epoch after a broker restart: FENCED_LEADER_EPOCH on every ListOffsets,
+// where a new client succeeded at once). Each stream thread has its own,
+// as has each global reader's loop.
+type lazyAdmin struct {
+	newAdmin func() (kclient.Admin, error)
+	log      *zap.Logger // nil: replacements are not logged
+	adm      kclient.Admin
+	// failures counts the failures in a row (failed, ok).
+	failures int
+}
+
+// get returns the client, making it if there is none.
+func (a *lazyAdmin) get() (kclient.Admin, error) {
+	if a.adm == nil {
+		adm, err := a.newAdmin()
 		if err != nil {
 			return nil, fmt.Errorf("creating admin client: %w", err)
 		}
-		th.adm = a
+		a.adm = adm
 	}
-	return th.adm, nil
+	return a.adm, nil
 }
 
-// resetAdmin drops the admin client after repeated failures; the next call
-// makes a new one.
-func (th *Thread) resetAdmin(n int) {
-	if n%3 == 0 && th.adm != nil {
-		th.log.Info("replacing the admin client after repeated failures", zap.Int("failures", n))
-		th.adm.Close()
-		th.adm = nil
+// reset drops the client after the n-th failure in a row when n is a
+// multiple of three; the next get makes a new one.
+func (a *lazyAdmin) reset(n int) {
+	if n%3 == 0 && a.adm != nil {
+		if a.log != nil {
+			a.log.Info("replacing the admin client after repeated failures", zap.Int("failures", n))
+		}
+		a.close()
+	}
+}
+
+// failed counts a failure of a call, replacing the client every third.
+func (a *lazyAdmin) failed() {
+	a.failures++
+	a.reset(a.failures)
+}
+
+// ok ends a run of failures.
+func (a *lazyAdmin) ok() { a.failures = 0 }
+
+// close closes the client, if any.
+func (a *lazyAdmin) close() {
+	if a.adm != nil {
+		a.adm.Close()
+		a.adm = nil
 	}
 }
 

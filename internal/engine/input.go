@@ -27,6 +27,13 @@ type partition struct {
 
 func (p *partition) size() int { return len(p.buf) - p.head }
 
+// reset empties the buffer: the partition is read again from a new
+// position.
+func (p *partition) reset() {
+	clear(p.buf)
+	p.buf, p.head, p.next = p.buf[:0], 0, -1
+}
+
 func (p *partition) pop() *rt.RawRecord {
 	r := p.buf[p.head]
 	p.buf[p.head] = nil

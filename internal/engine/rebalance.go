@@ -127,12 +127,7 @@ func (th *Thread) revoke(tps []kclient.TP, lost bool) {
 	// A cooperative revocation: only the moved partitions' tasks close,
 	// once the commit's writes are in their stores.
 	th.waitStores()
-	var closed []*task
-	for _, tp := range tps {
-		if tk := th.tm.removePartition(tp); tk != nil {
-			closed = append(closed, tk)
-		}
-	}
+	closed := th.tm.revokePartitions(tps)
 	th.closeTasks(closed)
 	ids := make([]string, len(closed))
 	for i, tk := range closed {
@@ -222,11 +217,7 @@ func (th *Thread) closeTasksDirty() {
 func (th *Thread) assign(tps, standby, warmup []kclient.TP) error {
 	var added []*task
 	for _, tp := range tps {
-		for _, st := range th.cfg.Program.Subtopologies {
-			if !slices.ContainsFunc(st.SourceTopics, func(t string) bool { return th.resolved(t) == tp.Topic }) {
-				continue
-			}
-			id := processor.TaskID{Subtopology: st.ID, Partition: tp.Partition}
+		for _, id := range tasksOf(th.cfg, tp) {
 			tk := th.tm.tasks[id]
 			if tk == nil {
 				if th.tm.standby[id] != nil {
@@ -242,7 +233,7 @@ func (th *Thread) assign(tps, standby, warmup []kclient.TP) error {
 				added = append(added, tk)
 			} else if tk.state == taskRunning {
 				// A running task gets a partition more: it starts again.
-				tk.state, tk.since = taskPending, time.Now()
+				th.tm.restart(tk)
 				added = append(added, tk)
 			}
 			var consumed prometheus.Counter
@@ -252,16 +243,11 @@ func (th *Thread) assign(tps, standby, warmup []kclient.TP) error {
 			th.tm.addPartition(tk, tp, consumed)
 		}
 	}
-	var paused []kclient.TP
 	ids := make([]string, len(added))
 	for i, tk := range added {
 		ids[i] = tk.id.String()
-		for _, p := range tk.parts {
-			p.paused = true
-			paused = append(paused, p.tp)
-		}
 	}
-	if len(paused) > 0 {
+	if paused := th.tm.pause(added); len(paused) > 0 {
 		if err := th.consumer.Pause(paused); err != nil {
 			return err
 		}
@@ -283,15 +269,7 @@ func (th *Thread) assign(tps, standby, warmup []kclient.TP) error {
 // runs. Each call makes one attempt of each (every 50 ms at most, unless
 // now): a task that waits holds back none of the others.
 func (th *Thread) startTasks(now bool) error {
-	var pending, starting []*task
-	for _, tk := range th.tm.order {
-		switch tk.state {
-		case taskPending:
-			pending = append(pending, tk)
-		case taskStarting:
-			starting = append(starting, tk)
-		}
-	}
+	pending, starting := th.tm.toStart()
 	if len(pending) == 0 && len(starting) == 0 {
 		if now && !th.restore.active() {
 			th.setState(ThreadRunning) // an assignment of nothing to start
@@ -314,12 +292,8 @@ func (th *Thread) startTasks(now bool) error {
 		cancel()
 		switch {
 		case err == nil:
-			th.tm.readCommitted(committed, meta)
-			for _, tk := range pending {
-				th.restoreStreamTime(tk)
-				tk.state = taskStarting
-				starting = append(starting, tk)
-			}
+			th.tm.readFor(pending, committed, meta)
+			starting = append(starting, pending...)
 			th.Health.up(th.log)
 		case kclient.IsSecurity(err) || th.ctx.Err() != nil:
 			return fmt.Errorf("reading committed offsets: %w", err)
@@ -332,9 +306,22 @@ func (th *Thread) startTasks(now bool) error {
 	if len(starting) == 0 {
 		return nil
 	}
-	ready, err := th.startRestore(th.ctx, starting)
+	started, ends, pendingOn, err := th.restore.startRestore(th.ctx, starting)
 	if err != nil {
 		return err
+	}
+	ready := th.tm.restoring(started)
+	if ends != nil {
+		th.guarantee.knowEnds(ends)
+	}
+	if len(pendingOn) > 0 {
+		var waiting []*task
+		for _, tk := range starting {
+			if slices.ContainsFunc(pendingOn, func(tp kclient.TP) bool { return tp.Partition == tk.id.Partition }) {
+				waiting = append(waiting, tk)
+			}
+		}
+		th.waitingFor(waiting, "transactions on their changelogs to complete", nil)
 	}
 	return th.resumeTasks(ready)
 }
@@ -359,14 +346,7 @@ func (th *Thread) waitingFor(tasks []*task, what string, err error) {
 // resumeTasks starts tasks whose stores are ready: their input partitions
 // read from the committed offsets.
 func (th *Thread) resumeTasks(tasks []*task) error {
-	var resume []kclient.TP
-	for _, tk := range tasks {
-		tk.state = taskRunning
-		for _, p := range tk.parts {
-			resume = append(resume, p.tp)
-			p.paused = false
-		}
-	}
+	resume := th.tm.run(tasks)
 	if len(resume) == 0 {
 		return nil
 	}
@@ -377,16 +357,10 @@ func (th *Thread) resumeTasks(tasks []*task) error {
 	// the application consumed from it, and resumes after that: start
 	// again from the committed offset explicitly.
 	for _, tp := range resume {
-		p := th.tm.parts[tp]
-		off, ok := th.tm.committed[tp]
-		if !ok || off < 0 {
-			off = -2 // nothing committed: the beginning
-		}
+		off := th.tm.from(tp)
 		if err := th.consumer.Seek(tp, off); err != nil {
 			return fmt.Errorf("positioning %s at %d: %w", tp, off, err)
 		}
-		clear(p.buf)
-		p.buf, p.head, p.next = p.buf[:0], 0, -1
 	}
 	th.snapshot(true)
 	if !th.restore.active() && !th.tm.starting() {
@@ -395,9 +369,23 @@ func (th *Thread) resumeTasks(tasks []*task) error {
 	return nil
 }
 
-func (th *Thread) resolved(topic string) string {
-	if th.cfg.Program.IsInternal(topic) {
-		return rt.InternalTopicName(th.cfg.AppID, topic)
+// tasksOf returns the tasks that read input partition tp: partition
+// tp.Partition of each sub-topology with tp's topic among its sources.
+func tasksOf(cfg *Config, tp kclient.TP) []processor.TaskID {
+	var ids []processor.TaskID
+	for _, st := range cfg.Program.Subtopologies {
+		if slices.ContainsFunc(st.SourceTopics, func(t string) bool { return resolvedTopic(cfg, t) == tp.Topic }) {
+			ids = append(ids, processor.TaskID{Subtopology: st.ID, Partition: tp.Partition})
+		}
+	}
+	return ids
+}
+
+// resolvedTopic is a topology's topic's name on the brokers (internal
+// topics carry the application id).
+func resolvedTopic(cfg *Config, topic string) string {
+	if cfg.Program.IsInternal(topic) {
+		return rt.InternalTopicName(cfg.AppID, topic)
 	}
 	return topic
 }
@@ -437,20 +425,17 @@ func (th *Thread) abortAndRewind(cause error) error {
 			return err
 		}
 		tk.t = nt
-		th.restoreStreamTime(tk)
+		th.tm.restoreStreamTime(tk)
 	}
 	for tp, p := range th.tm.parts {
 		if p.task.state != taskRunning {
 			continue // positioned when it starts
 		}
-		off, ok := th.tm.committed[tp]
-		if !ok || off < 0 {
-			off = -2 // the beginning: nothing was ever committed
-		}
+		off := th.tm.from(tp)
 		if err := th.consumer.Seek(tp, off); err != nil {
 			return fmt.Errorf("rewinding %s to %d: %w", tp, off, err)
 		}
-		p.buf, p.head, p.next = p.buf[:0], 0, -1
+		p.reset()
 		if p.paused {
 			if err := th.consumer.Resume([]kclient.TP{tp}); err == nil {
 				p.paused = false

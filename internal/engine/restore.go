@@ -64,27 +64,28 @@ const restoreBatch = 10_000
 // startRestore decides, for every logged store of tasks (starting), what
 // to read from its changelog: from the offset the store holds to the
 // changelog's end (its last stable offset); see changelogStarts. It waits
-// for nothing: while a transaction is pending on the changelogs (or the
-// brokers do not answer), the tasks stay starting and the next call tries
-// again. It returns the tasks with nothing to read; the others restore,
-// their input partitions paused until done.
-func (th *Thread) startRestore(ctx context.Context, tasks []*task) ([]*task, error) {
+// for nothing: while a transaction is pending on the changelogs (pendingOn
+// names them) or the brokers do not answer, it returns no task and the
+// next call tries again. Otherwise it returns the tasks it started (those
+// with changelogs to read count them in restoring; their input partitions
+// stay paused until done) and the changelogs' ends it read (nil when it
+// read none).
+func (r *restorer) startRestore(ctx context.Context, tasks []*task) (started []*task, ends map[kclient.TP]int64, pendingOn []kclient.TP, err error) {
 	wants := map[kclient.TP]storeWant{}
 	for _, tk := range tasks {
-		th.loggedStores(tk.id, func(tp kclient.TP, spec storage.Spec) { wants[tp] = storeWant{tk.id, spec} })
+		loggedStores(r.cfg, tk.id, func(tp kclient.TP, spec storage.Spec) { wants[tp] = storeWant{tk.id, spec} })
 	}
 	if len(wants) == 0 {
-		return tasks, nil
+		return tasks, nil, nil, nil
 	}
-	began := th.cfg.WallClock()
-	start, end, stable, err := th.stableEnds(ctx, slices.Collect(maps.Keys(wants)))
-	if err != nil || !stable {
-		return nil, err
+	began := r.cfg.WallClock()
+	start, end, pendingOn, err := r.stableEnds(ctx, slices.Collect(maps.Keys(wants)))
+	if err != nil || end == nil {
+		return nil, nil, pendingOn, err
 	}
-	th.guarantee.knowEnds(end)
-	starts, err := th.changelogStarts(ctx, wants, start, end, began)
+	starts, err := r.changelogStarts(ctx, wants, start, end, began)
 	if err != nil || starts == nil {
-		return nil, err
+		return nil, end, nil, err
 	}
 	byID := map[processor.TaskID]*task{}
 	for _, tk := range tasks {
@@ -95,19 +96,11 @@ func (th *Thread) startRestore(ctx context.Context, tasks []*task) ([]*task, err
 			continue
 		}
 		w := wants[tp]
-		b := th.backend(w.spec.Name)
-		th.restore.add(tp, &restoreTarget{id: w.id, task: byID[w.id], store: w.spec.Name, spec: w.spec, backend: b, start: start[tp],
+		b := storeBackend(r.cfg, w.spec.Name)
+		r.add(tp, &restoreTarget{id: w.id, task: byID[w.id], store: w.spec.Name, spec: w.spec, backend: b, start: start[tp],
 			from: st.from, end: end[tp], last: -1, durable: st.from, writer: storage.NewRestorer(b, w.id.String(), w.spec), began: began, deadline: st.deadline})
 	}
-	var ready []*task
-	for _, tk := range tasks {
-		if tk.restoring > 0 {
-			tk.state = taskRestoring
-		} else {
-			ready = append(ready, tk)
-		}
-	}
-	return ready, nil
+	return tasks, end, nil, nil
 }
 
 // storeWant is a logged store of a task whose changelog is to be read.
@@ -118,12 +111,17 @@ type storeWant struct {
 
 // loggedStores calls f with the changelog partition and spec of each
 // logged store of task id.
-func (th *Thread) loggedStores(id processor.TaskID, f func(kclient.TP, storage.Spec)) {
-	for _, s := range th.cfg.Program.Subtopologies[id.Subtopology].Stores {
+func loggedStores(cfg *Config, id processor.TaskID, f func(kclient.TP, storage.Spec)) {
+	for _, s := range cfg.Program.Subtopologies[id.Subtopology].Stores {
 		if spec := s.Builder.Spec(); spec.Logged {
-			f(kclient.TP{Topic: rt.ChangelogTopic(th.cfg.AppID, spec.Name), Partition: id.Partition}, spec)
+			f(kclient.TP{Topic: rt.ChangelogTopic(cfg.AppID, spec.Name), Partition: id.Partition}, spec)
 		}
 	}
+}
+
+// storeBackend is the backend holding a store's state.
+func storeBackend(cfg *Config, store string) storage.Backend {
+	return storage.Pick(cfg.Program.Stores[store].Builder.Spec().InMemory, cfg.Pebble, cfg.Memory)
 }
 
 // changelogStart is where the read of a store's changelog starts: from,
@@ -142,12 +140,12 @@ type changelogStart struct {
 // keeps deletes (staleness), is wiped and read in full. began is when the
 // ends were read, the synced time of a store found up to date. nil, nil:
 // the brokers did not say how long the changelogs keep deletes; try again.
-func (th *Thread) changelogStarts(ctx context.Context, wants map[kclient.TP]storeWant, start, end map[kclient.TP]int64, began int64) (map[kclient.TP]changelogStart, error) {
+func (r *restorer) changelogStarts(ctx context.Context, wants map[kclient.TP]storeWant, start, end map[kclient.TP]int64, began int64) (map[kclient.TP]changelogStart, error) {
 	// The changelogs' retention of deletes, for the stores that would
 	// resume kept state.
 	var resuming []string
 	for tp, w := range wants {
-		stored, ok, err := storage.StoredOffset(th.backend(w.spec.Name), w.id.String(), w.spec.Name)
+		stored, ok, err := storage.StoredOffset(storeBackend(r.cfg, w.spec.Name), w.id.String(), w.spec.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -159,7 +157,7 @@ func (th *Thread) changelogStarts(ctx context.Context, wants map[kclient.TP]stor
 	if len(resuming) > 0 {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
 		var err error
-		retention, err = readRetentions(rctx, &th.Health, th.log, th.admin, th.resetAdmin, resuming)
+		retention, err = readRetentions(rctx, r.health, r.log, r.adm.get, r.adm.reset, resuming)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -170,7 +168,7 @@ func (th *Thread) changelogStarts(ctx context.Context, wants map[kclient.TP]stor
 	}
 	out := make(map[kclient.TP]changelogStart, len(wants))
 	for tp, w := range wants {
-		b := th.backend(w.spec.Name)
+		b := storeBackend(r.cfg, w.spec.Name)
 		task := w.id.String()
 		stored, ok, err := storage.StoredOffset(b, task, w.spec.Name)
 		if err != nil {
@@ -190,7 +188,7 @@ func (th *Thread) changelogStarts(ctx context.Context, wants map[kclient.TP]stor
 		case !ok:
 		case stored < lo || stored > hi:
 			wipe = "its offset is outside its changelog"
-			th.log.Warn("store offset outside its changelog; wiping and restoring in full",
+			r.log.Warn("store offset outside its changelog; wiping and restoring in full",
 				zap.String("task", task), zap.String("store", w.spec.Name), zap.Int64("stored", stored),
 				zap.Int64("changelog_start", lo), zap.Int64("changelog_end", hi))
 		default:
@@ -198,14 +196,14 @@ func (th *Thread) changelogStarts(ctx context.Context, wants map[kclient.TP]stor
 			if err != nil {
 				return nil, err
 			}
-			r := retention[tp.Topic]
-			if wipe = staleness(began, synced, sok, r); wipe != "" {
-				th.cfg.StateDirectory.Rebuilt.Add(1)
-				th.log.Info("wiping a store's local state and restoring it in full: "+wipe,
+			keep := retention[tp.Topic]
+			if wipe = staleness(began, synced, sok, keep); wipe != "" {
+				r.cfg.StateDirectory.Rebuilt.Add(1)
+				r.log.Info("wiping a store's local state and restoring it in full: "+wipe,
 					zap.String("task", task), zap.String("store", w.spec.Name), zap.Int64("stored", stored),
-					zap.Int64("changelog_end", hi), zap.Duration("delete_retention", r.keep), zap.Bool("delete_retention_assumed", r.assumed))
+					zap.Int64("changelog_end", hi), zap.Duration("delete_retention", keep.keep), zap.Bool("delete_retention_assumed", keep.assumed))
 			} else {
-				st.deadline = resumeDeadline(synced, r)
+				st.deadline = resumeDeadline(synced, keep)
 			}
 		}
 		if !ok || wipe != "" {
@@ -238,17 +236,18 @@ func restoreFromStart(b storage.Backend, task, store string, began int64) error 
 	return storage.SetSyncedAt(b, task, store, began)
 }
 
-// stableEnds returns the changelogs' start and end offsets, and whether
-// no transaction is pending on them: a previous owner's commit markers can
+// stableEnds returns the changelogs' start and end offsets once no
+// transaction is pending on them: a previous owner's commit markers can
 // land on a changelog after its offset commit became visible, and a
 // crashed owner's open transaction is aborted only when it times out.
-// Until then the last stable offset would stop short of committed state.
-// One attempt: a broker that does not answer within a second counts as
-// not stable yet.
-func (th *Thread) stableEnds(ctx context.Context, tps []kclient.TP) (start, end map[kclient.TP]int64, stable bool, err error) {
-	adm, err := th.admin()
+// Until then the last stable offset would stop short of committed state,
+// and stableEnds returns no offsets but the partitions with a pending
+// transaction. One attempt: a broker that does not answer within a second
+// counts as not stable yet (no offsets, no error).
+func (r *restorer) stableEnds(ctx context.Context, tps []kclient.TP) (start, end map[kclient.TP]int64, pendingOn []kclient.TP, err error) {
+	adm, err := r.adm.get()
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, nil, err
 	}
 	octx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -259,40 +258,40 @@ func (th *Thread) stableEnds(ctx context.Context, tps []kclient.TP) (start, end 
 	}
 	if err != nil {
 		if kclient.IsTransient(err) || (octx.Err() != nil && ctx.Err() == nil) {
-			th.Health.down(th.log, "reading changelog end offsets", err)
-			th.adminFailures++
-			th.resetAdmin(th.adminFailures)
-			return nil, nil, false, nil
+			r.health.down(r.log, "reading changelog end offsets", err)
+			r.adm.failed()
+			return nil, nil, nil, nil
 		}
-		return nil, nil, false, fmt.Errorf("reading changelog end offsets: %w", err)
+		return nil, nil, nil, fmt.Errorf("reading changelog end offsets: %w", err)
 	}
-	th.adminFailures = 0
-	var waiting []*task
+	r.adm.ok()
 	for _, tp := range tps {
 		if end[tp] < hwm[tp] {
-			for _, tk := range th.tm.order {
-				if tk.id.Partition == tp.Partition && tk.state == taskStarting && !slices.Contains(waiting, tk) {
-					waiting = append(waiting, tk)
-				}
-			}
+			pendingOn = append(pendingOn, tp)
 		}
 	}
-	if len(waiting) > 0 {
-		th.waitingFor(waiting, "transactions on their changelogs to complete", nil)
-		return nil, nil, false, nil
+	if len(pendingOn) > 0 {
+		return nil, nil, pendingOn, nil
 	}
-	return start, end, true, nil
+	return start, end, nil, nil
 }
 
 // restorer reads changelogs into stores: the restores of a thread's new
-// tasks, as Kafka Streams' StoreChangelogReader. It owns its reader client
-// and its targets; the thread gives it targets (startRestore) and resumes
+// tasks and its standby tasks' changelogs as they grow, as Kafka Streams'
+// StoreChangelogReader. It owns its reader client, its targets, and the
+// planning of each: where a store's read starts (changelogStarts: kept
+// state resumed, or wiped when stale), when a restore may begin
+// (stableEnds: no transaction pending on the changelog), when standbys
+// start and how far behind they are (standby.go). The thread hands it the
+// tasks to restore (startRestore) and the standbys to follow, and resumes
 // the tasks whose restores it finished.
 type restorer struct {
 	cfg    *Config
 	log    *zap.Logger
 	stats  *ThreadStats
 	health *Health
+	// adm reads the changelogs' offsets and configs (the thread's).
+	adm    *lazyAdmin
 	reader kclient.Reader // made when first needed
 	// targets: every changelog partition still being read.
 	targets map[kclient.TP]*restoreTarget
@@ -302,10 +301,13 @@ type restorer struct {
 	logTime  time.Time
 	// standbys: how many of the targets are standbys'.
 	standbys int
+	// lastStandbyStart, lastStandbyLook: the last attempt to start
+	// standbys, the last look at their changelogs' ends (standby.go).
+	lastStandbyStart, lastStandbyLook time.Time
 }
 
-func newRestorer(cfg *Config, log *zap.Logger, stats *ThreadStats, health *Health) *restorer {
-	return &restorer{cfg: cfg, log: log, stats: stats, health: health, targets: map[kclient.TP]*restoreTarget{}}
+func newRestorer(cfg *Config, log *zap.Logger, stats *ThreadStats, health *Health, adm *lazyAdmin) *restorer {
+	return &restorer{cfg: cfg, log: log, stats: stats, health: health, adm: adm, targets: map[kclient.TP]*restoreTarget{}}
 }
 
 // active reports whether a task is restoring.

@@ -54,13 +54,9 @@ func (th *Thread) setStandbys(tps, warmups []kclient.TP) {
 	}
 	want := map[processor.TaskID]bool{}
 	for _, tp := range tps {
-		for _, st := range th.cfg.Program.Subtopologies {
-			if !slices.ContainsFunc(st.SourceTopics, func(t string) bool { return th.resolved(t) == tp.Topic }) {
-				continue
-			}
-			id := processor.TaskID{Subtopology: st.ID, Partition: tp.Partition}
+		for _, id := range tasksOf(th.cfg, tp) {
 			logged := false
-			th.loggedStores(id, func(kclient.TP, storage.Spec) { logged = true })
+			loggedStores(th.cfg, id, func(kclient.TP, storage.Spec) { logged = true })
 			if logged && th.tm.tasks[id] == nil {
 				want[id] = true
 			}
@@ -69,13 +65,6 @@ func (th *Thread) setStandbys(tps, warmups []kclient.TP) {
 	added, gone, warm := th.tm.setStandbys(want, claims)
 	for _, id := range gone {
 		th.stopFollowing(id)
-	}
-	names := func(ids []processor.TaskID) []string {
-		out := make([]string, len(ids))
-		for i, id := range ids {
-			out[i] = id.String()
-		}
-		return out
 	}
 	th.cfg.StateDirectory.ReleaseTasks(th.idx, names(gone))
 	// A standby's state is owned like an active's: the cleaner leaves it.
@@ -106,38 +95,38 @@ func (th *Thread) stopFollowing(id processor.TaskID) {
 // yet, each store from the offset it holds (changelogStarts: state outside
 // its changelog or older than the changelog keeps deletes is wiped first).
 // One attempt a second at most; brokers that do not answer are asked again.
-func (th *Thread) startStandbys() error {
+func (r *restorer) startStandbys(ctx context.Context, standby map[processor.TaskID]*standbyTask) error {
 	var waiting []*standbyTask
-	for _, sb := range th.tm.standby {
+	for _, sb := range standby {
 		if !sb.started {
 			waiting = append(waiting, sb)
 		}
 	}
-	if len(waiting) == 0 || time.Since(th.lastStandbyStart) < time.Second {
+	if len(waiting) == 0 || time.Since(r.lastStandbyStart) < time.Second {
 		return nil
 	}
-	th.lastStandbyStart = time.Now()
+	r.lastStandbyStart = time.Now()
 	wants := map[kclient.TP]storeWant{}
 	for _, sb := range waiting {
-		th.loggedStores(sb.id, func(tp kclient.TP, spec storage.Spec) { wants[tp] = storeWant{sb.id, spec} })
+		loggedStores(r.cfg, sb.id, func(tp kclient.TP, spec storage.Spec) { wants[tp] = storeWant{sb.id, spec} })
 	}
-	began := th.cfg.WallClock()
-	start, end, ok, err := th.changelogOffsets(slices.Collect(maps.Keys(wants)))
+	began := r.cfg.WallClock()
+	start, end, ok, err := r.changelogOffsets(ctx, slices.Collect(maps.Keys(wants)))
 	if err != nil || !ok {
 		return err
 	}
-	starts, err := th.changelogStarts(th.ctx, wants, start, end, began)
+	starts, err := r.changelogStarts(ctx, wants, start, end, began)
 	if err != nil || starts == nil {
 		return err
 	}
 	for tp, st := range starts {
 		w := wants[tp]
-		b := th.backend(w.spec.Name)
+		b := storeBackend(r.cfg, w.spec.Name)
 		from := st.from
 		if st.done {
 			from = end[tp]
 		}
-		th.restore.add(tp, &restoreTarget{id: w.id, store: w.spec.Name, spec: w.spec, backend: b, start: start[tp], from: from, last: -1,
+		r.add(tp, &restoreTarget{id: w.id, store: w.spec.Name, spec: w.spec, backend: b, start: start[tp], from: from, last: -1,
 			durable: from, writer: storage.NewFollower(b, w.id.String(), w.spec), began: began, deadline: st.deadline})
 	}
 	for _, sb := range waiting {
@@ -148,21 +137,21 @@ func (th *Thread) startStandbys() error {
 
 // changelogOffsets reads changelog partitions' start and end (last stable)
 // offsets, in one attempt of at most a second: ok is false when the
-// brokers did not answer (the caller tries again later).
-func (th *Thread) changelogOffsets(tps []kclient.TP) (start, end map[kclient.TP]int64, ok bool, err error) {
-	adm, err := th.admin()
+// brokers did not answer (the caller tries again later) or ctx ended.
+func (r *restorer) changelogOffsets(ctx context.Context, tps []kclient.TP) (start, end map[kclient.TP]int64, ok bool, err error) {
+	adm, err := r.adm.get()
 	if err != nil {
 		return nil, nil, false, err
 	}
-	ctx, cancel := context.WithTimeout(th.ctx, time.Second)
+	octx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	start, end, err = adm.Offsets(ctx, tps, true)
+	start, end, err = adm.Offsets(octx, tps, true)
 	if err != nil {
-		if th.ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return nil, nil, false, nil // stopping
 		}
-		if kclient.IsTransient(err) || ctx.Err() != nil {
-			th.Health.down(th.log, "reading changelog offsets", err)
+		if kclient.IsTransient(err) || octx.Err() != nil {
+			r.health.down(r.log, "reading changelog offsets", err)
 			return nil, nil, false, nil
 		}
 		return nil, nil, false, fmt.Errorf("reading changelog offsets: %w", err)
@@ -177,33 +166,34 @@ func (th *Thread) changelogOffsets(tps []kclient.TP) (start, end map[kclient.TP]
 // time, storage.SyncedAt). A standby that resumed kept state and reached
 // the end only after its deadline (resumeDeadline) is read again in full,
 // as a restore would be. A warm-up within the acceptable recovery lag has
-// what it read written (so that the instance reports it) and the thread
-// asks the group for a rebalance, which moves the task here.
-func (th *Thread) lookAtStandbys() error {
+// what it read written (so that the instance reports it) and is returned
+// in caughtUp: the thread asks the group for a rebalance, which moves the
+// task here.
+func (r *restorer) lookAtStandbys(ctx context.Context, standby map[processor.TaskID]*standbyTask) (caughtUp []processor.TaskID, err error) {
 	every := standbyLookEvery
-	for _, sb := range th.tm.standby {
+	for _, sb := range standby {
 		if sb.warmup {
 			every = warmupLookEvery
 			break
 		}
 	}
-	if len(th.tm.standby) == 0 || time.Since(th.lastStandbyLook) < every {
-		return nil
+	if len(standby) == 0 || time.Since(r.lastStandbyLook) < every {
+		return nil, nil
 	}
-	th.lastStandbyLook = time.Now()
-	targets := th.restore.standbyTargets()
+	r.lastStandbyLook = time.Now()
+	targets := r.standbyTargets()
 	if len(targets) == 0 {
-		return nil
+		return nil, nil
 	}
-	began := th.cfg.WallClock()
+	began := r.cfg.WallClock()
 	tps := slices.Collect(maps.Keys(targets))
-	_, end, ok, err := th.changelogOffsets(tps)
+	_, end, ok, err := r.changelogOffsets(ctx, tps)
 	if err != nil || !ok {
-		return err
+		return nil, err
 	}
-	pos, err := th.restore.positions(tps)
+	pos, err := r.positions(tps)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	lag := map[processor.TaskID]int64{}
 	for tp, t := range targets {
@@ -216,41 +206,35 @@ func (th *Thread) lookAtStandbys() error {
 			continue
 		}
 		if t.deadline > 0 && began >= t.deadline {
-			if err := th.restore.againInFull(tp, t, began); err != nil {
-				return err
+			if err := r.againInFull(tp, t, began); err != nil {
+				return nil, err
 			}
 			continue
 		}
-		if err := th.restore.sync(t, began); err != nil {
-			return err
+		if err := r.sync(t, began); err != nil {
+			return nil, err
 		}
 	}
-	var caughtUp []string
-	for id, sb := range th.tm.standby {
+	for id, sb := range standby {
 		n, ok := lag[id]
 		if !ok {
 			continue
 		}
 		sb.lag = n
-		if !sb.caughtUp && n <= th.cfg.AcceptableRecoveryLag {
+		if !sb.caughtUp && n <= r.cfg.AcceptableRecoveryLag {
 			sb.caughtUp = true
-			th.log.Info("standby task caught up", zap.Stringer("task", id), zap.Int64("lag", n), zap.Bool("warmup", sb.warmup))
+			r.log.Info("standby task caught up", zap.Stringer("task", id), zap.Int64("lag", n), zap.Bool("warmup", sb.warmup))
 		}
-		if sb.warmup && n <= th.cfg.AcceptableRecoveryLag && time.Since(sb.askedAt) >= warmupAskAgain {
-			if err := th.restore.flush(id); err != nil {
-				return err
+		if sb.warmup && n <= r.cfg.AcceptableRecoveryLag && time.Since(sb.askedAt) >= warmupAskAgain {
+			if err := r.flush(id); err != nil {
+				return nil, err
 			}
 			sb.askedAt = time.Now()
-			caughtUp = append(caughtUp, id.String())
+			caughtUp = append(caughtUp, id)
 		}
 	}
-	if r, ok := th.consumer.(kclient.StateReporter); ok && len(caughtUp) > 0 {
-		slices.Sort(caughtUp)
-		th.log.Info("warm-up tasks caught up; asking the group for a rebalance to move them here", zap.Strings("tasks", caughtUp),
-			zap.Int64("acceptable_recovery_lag", th.cfg.AcceptableRecoveryLag))
-		r.Rejoin()
-	}
-	return nil
+	slices.SortFunc(caughtUp, compareTaskIDs)
+	return caughtUp, nil
 }
 
 // standbyLookEvery is how often lookAtStandbys reads the changelogs' ends;
@@ -263,3 +247,27 @@ const (
 	warmupLookEvery  = time.Second
 	warmupAskAgain   = 10 * time.Second
 )
+
+// lookAtStandbys looks at the standbys' lag (restorer.lookAtStandbys) and
+// asks the group for a rebalance for the warm-ups that caught up.
+func (th *Thread) lookAtStandbys() error {
+	caughtUp, err := th.restore.lookAtStandbys(th.ctx, th.tm.standby)
+	if err != nil || len(caughtUp) == 0 {
+		return err
+	}
+	if r, ok := th.consumer.(kclient.StateReporter); ok {
+		th.log.Info("warm-up tasks caught up; asking the group for a rebalance to move them here", zap.Strings("tasks", names(caughtUp)),
+			zap.Int64("acceptable_recovery_lag", th.cfg.AcceptableRecoveryLag))
+		r.Rejoin()
+	}
+	return nil
+}
+
+// names returns task ids as strings.
+func names(ids []processor.TaskID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id.String()
+	}
+	return out
+}

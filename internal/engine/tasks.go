@@ -212,12 +212,118 @@ func (m *taskManager) starting() bool {
 	return slices.ContainsFunc(m.order, func(tk *task) bool { return tk.state == taskPending || tk.state == taskStarting })
 }
 
-func (th *Thread) writeSet(store string) *storage.WriteSet {
-	return storage.Pick(th.cfg.Program.Stores[store].Builder.Spec().InMemory, th.wsP, th.wsM)
+// A task's way from assigned to running, as the thread moves it along
+// (rebalance.go): assigned (addTask, or restart for a running task that
+// gets a partition more) and paused; pending until its partitions'
+// committed offsets are read (readFor); starting until its changelogs'
+// ends are read; restoring while the restorer reads them (restoring);
+// running (run). Only these methods change a task's state.
+
+// restart makes a running task that gets a partition more start again.
+func (m *taskManager) restart(tk *task) {
+	tk.state, tk.since = taskPending, time.Now()
 }
 
-func (th *Thread) backend(store string) storage.Backend {
-	return storage.Pick(th.cfg.Program.Stores[store].Builder.Spec().InMemory, th.cfg.Pebble, th.cfg.Memory)
+// pause marks the partitions of tasks (new or restarted) paused and
+// returns them, for the consumer to pause.
+func (m *taskManager) pause(tasks []*task) []kclient.TP {
+	var tps []kclient.TP
+	for _, tk := range tasks {
+		for _, p := range tk.parts {
+			p.paused = true
+			tps = append(tps, p.tp)
+		}
+	}
+	return tps
+}
+
+// toStart returns the tasks not started yet: pending (their committed
+// offsets unread) and starting (their changelogs' ends unread), in id
+// order.
+func (m *taskManager) toStart() (pending, starting []*task) {
+	for _, tk := range m.order {
+		switch tk.state {
+		case taskPending:
+			pending = append(pending, tk)
+		case taskStarting:
+			starting = append(starting, tk)
+		}
+	}
+	return pending, starting
+}
+
+// readFor takes the committed offsets (and their stream times) read for
+// pending tasks: they start at those stream times, and are starting.
+func (m *taskManager) readFor(pending []*task, offsets map[kclient.TP]int64, meta map[kclient.TP]string) {
+	m.readCommitted(offsets, meta)
+	for _, tk := range pending {
+		m.restoreStreamTime(tk)
+		tk.state = taskStarting
+	}
+}
+
+// restoring marks the tasks among started ones that the restorer reads
+// changelogs for as restoring, and returns the others (ready to run).
+func (m *taskManager) restoring(started []*task) (ready []*task) {
+	for _, tk := range started {
+		if tk.restoring > 0 {
+			tk.state = taskRestoring
+		} else {
+			ready = append(ready, tk)
+		}
+	}
+	return ready
+}
+
+// run makes tasks running and returns their partitions, to be resumed
+// from their committed offsets (from); their buffers start empty.
+func (m *taskManager) run(tasks []*task) []kclient.TP {
+	var tps []kclient.TP
+	for _, tk := range tasks {
+		tk.state = taskRunning
+		for _, p := range tk.parts {
+			tps = append(tps, p.tp)
+			p.paused = false
+			p.reset()
+		}
+	}
+	return tps
+}
+
+// from is where a partition's reading starts: its committed offset, or
+// the beginning (-2) when nothing was ever committed.
+func (m *taskManager) from(tp kclient.TP) int64 {
+	off, ok := m.committed[tp]
+	if !ok || off < 0 {
+		return -2
+	}
+	return off
+}
+
+// revokePartitions forgets partitions revoked from running tasks and
+// returns the tasks left with none (to be closed, then removeTask).
+func (m *taskManager) revokePartitions(tps []kclient.TP) []*task {
+	var closed []*task
+	for _, tp := range tps {
+		if tk := m.removePartition(tp); tk != nil {
+			closed = append(closed, tk)
+		}
+	}
+	return closed
+}
+
+// restoreStreamTime starts a (re)built task at the stream time committed
+// for its partitions.
+func (m *taskManager) restoreStreamTime(tk *task) {
+	for _, p := range tk.parts {
+		if ts, ok := m.committedTime[p.tp]; ok {
+			tk.t.AdvanceStreamTime(ts)
+		}
+	}
+}
+
+func (th *Thread) writeSet(store string) *storage.WriteSet {
+	return storage.Pick(th.cfg.Program.Stores[store].Builder.Spec().InMemory, th.wsP, th.wsM)
 }
 
 func (th *Thread) newRTTask(id processor.TaskID) (*rt.Task, error) {
@@ -260,16 +366,6 @@ func decodeStreamTime(meta string) (int64, bool) {
 		return 0, false
 	}
 	return int64(binary.BigEndian.Uint64(b[1:9])), true
-}
-
-// restoreStreamTime starts a (re)built task at the stream time committed
-// for its partitions.
-func (th *Thread) restoreStreamTime(tk *task) {
-	for _, p := range tk.parts {
-		if ts, ok := th.tm.committedTime[p.tp]; ok {
-			tk.t.AdvanceStreamTime(ts)
-		}
-	}
 }
 
 // compareTaskIDs orders task ids by sub-topology, then partition.

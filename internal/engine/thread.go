@@ -15,25 +15,24 @@ import (
 )
 
 // Thread is one stream thread: one goroutine owning a consumer, a producer,
-// its tasks, their record buffers and a write set per backend.
+// a write set per backend and two owners: the task manager (tm: the
+// assignment, its tasks and their states, standbys) and the restorer
+// (restore: reading changelogs, for restores and standbys).
 //
-// The thread's work is split by concern, one file each:
+// The thread's own work, one concern a file:
 //
 //   - thread.go: the session (clients, subscription) and the loop (step);
 //   - input.go: polling into bounded partition buffers, choosing the next
 //     record by timestamp, processing and wall-clock punctuation;
 //   - commit.go: the commit sequence and the offsets it commits;
 //     guarantee.go: the one place exactly-once and at-least-once differ;
-//   - rebalance.go: assignment (tasks start one by one, none waiting for
-//     another: startTasks), revocation (all, or under the cooperative
+//   - rebalance.go: assignment (tasks move along one by one, none waiting
+//     for another: startTasks), revocation (all, or under the cooperative
 //     assignor the moving partitions' tasks only), shutdown, and rewinding
 //     to the last commit;
-//   - restore.go: the restorer, reading changelogs into stores before
-//     tasks process, and standbys' changelogs as they grow;
-//   - standby.go: standby tasks (which, from where, their lag);
+//   - standby.go: which standby tasks the thread follows, and asking for a
+//     rebalance when a warm-up caught up;
 //   - failure.go: what the thread does about each kind of error;
-//   - tasks.go: the task manager (tasks, partitions, committed offsets,
-//     task states), building tasks, stream time across restarts;
 //   - metrics.go: counters and snapshots for /state and interactive queries.
 type Thread struct {
 	idx int
@@ -43,10 +42,7 @@ type Thread struct {
 
 	consumer kclient.Consumer
 	producer kclient.Producer
-	adm      kclient.Admin // the thread's own; see admin()
-	// adminFailures counts the admin client's failures in a row (it is
-	// replaced every third).
-	adminFailures int
+	adm      *lazyAdmin // the thread's own
 	// guarantee wraps the producer and consumer in what the processing
 	// guarantee does around the records sent between commits.
 	guarantee guarantee
@@ -86,9 +82,6 @@ type Thread struct {
 	// lastStart: the last attempt to start tasks not running yet;
 	// lastWaitLog: when it last said what they wait for.
 	lastStart, lastWaitLog time.Time
-	// lastStandbyStart, lastStandbyLook: the last attempt to start
-	// standbys, the last look at their changelogs' ends (standby.go).
-	lastStandbyStart, lastStandbyLook time.Time
 
 	Stats ThreadStats
 	// Health says whether the brokers answer this thread (health.go).
@@ -100,6 +93,7 @@ type Thread struct {
 // NewThread returns stream thread idx.
 func NewThread(idx int, cfg *Config) *Thread {
 	th := &Thread{idx: idx, cfg: cfg, log: cfg.Log.With(zap.Int("thread", idx))}
+	th.adm = &lazyAdmin{newAdmin: func() (kclient.Admin, error) { return cfg.NewAdmin() }, log: th.log}
 	return th
 }
 
@@ -119,12 +113,7 @@ func (th *Thread) setState(s ThreadState) {
 func (th *Thread) Run(ctx context.Context) error {
 	th.ctx = ctx
 	th.setState(ThreadStarting)
-	defer func() {
-		if th.adm != nil {
-			th.adm.Close()
-			th.adm = nil
-		}
-	}()
+	defer th.adm.close()
 	var rejoins []time.Time
 	for {
 		err := th.session(ctx)
@@ -187,7 +176,7 @@ func (th *Thread) transactionalID() string {
 // reset forgets everything of the previous session.
 func (th *Thread) reset() {
 	th.tm.clear()
-	th.restore = newRestorer(th.cfg, th.log, &th.Stats, &th.Health)
+	th.restore = newRestorer(th.cfg, th.log, &th.Stats, &th.Health, th.adm)
 	th.dirty, th.cbErr, th.closing = false, nil, false
 	th.syncedAt = 0
 	th.written = map[kclient.TP]*changelogRef{}
@@ -292,7 +281,7 @@ func (th *Thread) step() error {
 	if err := th.startTasks(false); err != nil {
 		return stopping(err)
 	}
-	if err := th.startStandbys(); err != nil {
+	if err := th.restore.startStandbys(th.ctx, th.tm.standby); err != nil {
 		return stopping(err)
 	}
 	if th.restore.busy() {
@@ -310,7 +299,7 @@ func (th *Thread) step() error {
 		return rejoinIfFatal(err)
 	}
 	th.snapshot(false)
-	probe(&th.Health, th.log, &th.lastProbe, th.admin, th.cfg.Subscription)
+	probe(&th.Health, th.log, &th.lastProbe, th.adm.get, th.cfg.Subscription)
 	if time.Since(th.lastCommit) >= th.cfg.CommitInterval {
 		if err := th.commit(false); err != nil {
 			if th.ctx.Err() != nil {
