@@ -277,6 +277,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		NumStandbyReplicas:    a.cfg.NumStandbyReplicas,
 		AcceptableRecoveryLag: a.cfg.AcceptableRecoveryLag,
 		MaxWarmupReplicas:     a.cfg.MaxWarmupReplicas,
+		ClientTags:            a.cfg.rackTags(),
 		Consumer:              a.clientConfig(a.consumerConfig()),
 		Producer:              a.clientConfig(a.producerConfig()),
 		Restore:               a.clientConfig(a.restoreConfig()),

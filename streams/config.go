@@ -150,6 +150,20 @@ type Config struct {
 	// instance. The eddy_librdkafka build has no warm-ups (its group uses
 	// librdkafka's assignor): there, both settings have no effect.
 	MaxWarmupReplicas int
+	// ClientTags label this instance for the placement of standby
+	// replicas (Kafka Streams' client.tag.<key>), such as its zone or
+	// rack: {"zone": "eu-west-1a"}. Only the keys RackAwareAssignmentTags
+	// names are used.
+	ClientTags map[string]string
+	// RackAwareAssignmentTags names the ClientTags keys standby replicas
+	// spread over (Kafka Streams' rack.aware.assignment.tags, KIP-708): a
+	// standby copy of a task goes, where the group allows, to an instance
+	// whose value of each named tag differs from the task's active's and
+	// its other copies' — a zone's outage then never takes a task and all
+	// its standbys. Where no such instance is in the group, copies are
+	// placed as without tags. Every instance of the application should
+	// name the same keys; each must be set in ClientTags.
+	RackAwareAssignmentTags []string
 	// StateCleanupDelay is how long the local state of a task that no
 	// stream thread of this instance owns is kept before it is deleted
 	// (Kafka Streams' state.cleanup.delay.ms): a task that moved to another
@@ -307,6 +321,11 @@ func (c *Config) validate() error {
 	case c.NumStandbyReplicas > 0 && kclient.Backend != "franz-go":
 		bad("NumStandbyReplicas %d needs eddy's own group assignor; this build (%s, -tags eddy_librdkafka) uses librdkafka's range assignor, which has no standbys", c.NumStandbyReplicas, kclient.Backend)
 	}
+	for _, k := range c.RackAwareAssignmentTags {
+		if _, ok := c.ClientTags[k]; !ok {
+			bad("RackAwareAssignmentTags names %q, which ClientTags does not set", k)
+		}
+	}
 	if c.MaxBufferedRecords < 1 {
 		bad("MaxBufferedRecords must be at least 1, got %d", c.MaxBufferedRecords)
 	}
@@ -338,4 +357,17 @@ func (c *Config) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// rackTags returns the client tags standby placement spreads over: the
+// ClientTags RackAwareAssignmentTags names.
+func (c *Config) rackTags() map[string]string {
+	if len(c.RackAwareAssignmentTags) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(c.RackAwareAssignmentTags))
+	for _, k := range c.RackAwareAssignmentTags {
+		out[k] = c.ClientTags[k]
+	}
+	return out
 }

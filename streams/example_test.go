@@ -143,6 +143,10 @@ func ExampleStaleStores() {
 		Guarantee:             streams.ExactlyOnce,
 		NumStandbyReplicas:    1,      // a copy of each task's state on another instance
 		AcceptableRecoveryLag: 10_000, // a task moves once its new instance is this close (the default)
+		// The copy in another zone than its task's active, where the group
+		// has an instance there.
+		ClientTags:              map[string]string{"zone": os.Getenv("ZONE")},
+		RackAwareAssignmentTags: []string{"zone"},
 	})
 	if err != nil {
 		log.Fatal(err)

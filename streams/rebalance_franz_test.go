@@ -292,3 +292,87 @@ func TestStandbyAnswersStaleQueries(t *testing.T) {
 		t.Fatalf("GET on a: %d %+v; want b's answer", resp2.StatusCode, ans)
 	}
 }
+
+// Rack-aware standbys (KIP-708): with ClientTags and
+// RackAwareAssignmentTags, every task's standby is in another zone than
+// its active. Four instances, two per zone, eight tasks, one standby
+// each: without the tags, the least-loaded rule would put some standbys
+// beside their actives' zone.
+func TestStandbysSpreadOverZones(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(8, "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	brokers := cluster.ListenAddrs()[0]
+	str := serde.String()
+	zoneOf := map[string]string{}
+	var apps []*streams.App
+	for _, name := range []string{"a1", "b1", "a2", "b2"} {
+		zoneOf[name] = name[:1]
+		b := topology.NewBuilder()
+		topology.Table(b, "in", topology.Consumed(str, str), topology.Materialized[string, string]("t"))
+		top, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		app, err := streams.New(top, streams.Config{ApplicationID: "rack-aware", BootstrapServers: brokers, StateDir: t.TempDir(), ProcessID: name,
+			NumStandbyReplicas: 1, ClientTags: map[string]string{"zone": zoneOf[name], "host": name}, RackAwareAssignmentTags: []string{"zone"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- app.Run(ctx) }()
+		t.Cleanup(func() {
+			app.Close(context.Background())
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+		apps = append(apps, app)
+	}
+	names := []string{"a1", "b1", "a2", "b2"}
+	var active, standby map[string]string // task → instance
+	waitFor(t, "two tasks and two standbys on each instance", func() bool {
+		active, standby = map[string]string{}, map[string]string{}
+		for i, app := range apps {
+			if app.State() != streams.Running || len(tasksOf(app)) != 2 {
+				return false
+			}
+			for _, id := range tasksOf(app) {
+				active[id] = names[i]
+			}
+			for _, th := range app.Report().Threads {
+				for _, sb := range th.Standbys {
+					if _, dup := standby[sb.ID]; dup {
+						return false // a warm-up beside a standby: not settled
+					}
+					standby[sb.ID] = names[i]
+				}
+			}
+		}
+		return len(active) == 8 && len(standby) == 8
+	})
+	for task, on := range active {
+		if zoneOf[standby[task]] == zoneOf[on] {
+			t.Errorf("task %s: active on %s, its standby on %s, both in zone %s", task, on, standby[task], zoneOf[on])
+		}
+	}
+}
+
+// Unknown rack-aware tags are refused at New.
+func TestRackAwareTagsMustBeSet(t *testing.T) {
+	b := topology.NewBuilder()
+	topology.Stream(b, "in", topology.Consumed(serde.String(), serde.String())).To("out", topology.Produced(serde.String(), serde.String()))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = streams.New(top, streams.Config{ApplicationID: "x", BootstrapServers: "127.0.0.1:1", StateDir: t.TempDir(),
+		ClientTags: map[string]string{"zone": "a"}, RackAwareAssignmentTags: []string{"zone", "rack"}})
+	if err == nil || !strings.Contains(err.Error(), `RackAwareAssignmentTags names "rack", which ClientTags does not set`) {
+		t.Fatalf("New: %v", err)
+	}
+}

@@ -52,6 +52,10 @@ type Config struct {
 	// MaxWarmupReplicas at once (0: tasks move at once).
 	AcceptableRecoveryLag int64
 	MaxWarmupReplicas     int
+	// ClientTags are the instance's client tags the group's assignor
+	// spreads standby copies over (Kafka Streams' client.tag.<key> for the
+	// keys in rack.aware.assignment.tags).
+	ClientTags map[string]string
 	// InstanceID, when set, makes each thread a static member
 	// ("<InstanceID>-<thread>").
 	InstanceID string

@@ -50,6 +50,7 @@ func (th *Thread) memberState() kclient.MemberState {
 	if th.cfg.Program.HasLoggedStores() {
 		s.Standbys = th.cfg.NumStandbyReplicas
 		s.AcceptableRecoveryLag, s.MaxWarmups = th.cfg.AcceptableRecoveryLag, th.cfg.MaxWarmupReplicas
+		s.Tags = th.cfg.ClientTags
 	}
 	if f := th.tm.following.Load(); f != nil {
 		s.Standby, s.Warmup = f.standby, f.claims

@@ -112,17 +112,23 @@ func (a *taskAssignor) MemberBalancer(members []kmsg.JoinGroupResponseMember) (k
 
 // userDataVersion is the version of the assignor's user data: a
 // member's MemberState in its join, its standbys, warm-ups and follow-up
-// in its assignment.
-const userDataVersion = 2
+// in its assignment. A member's state is written at memberStateVersion
+// (the client tags added to version 2); one of version 2, from an
+// instance not upgraded yet, reads as a state without tags.
+const (
+	userDataVersion    = 2
+	memberStateVersion = 3
+)
 
 // encodeMemberState writes s as a member's user data: the version byte,
 // the process (length and bytes), the standby replicas wanted, the
 // acceptable recovery lag, the warm-ups allowed, the tasks' offset sums (a
 // count, then per task the uvarint step from the previous partition and
-// the sum as a varint), then the standby tasks (a count and steps). A
-// thousand tasks take a few kilobytes.
+// the sum as a varint), the standby and the warm-up tasks (each a count
+// and steps), then the tags (a count, then each key and value, length and
+// bytes, in key order). A thousand tasks take a few kilobytes.
 func encodeMemberState(s MemberState) []byte {
-	b := []byte{userDataVersion}
+	b := []byte{memberStateVersion}
 	b = binary.AppendUvarint(b, uint64(len(s.Process)))
 	b = append(b, s.Process...)
 	b = binary.AppendUvarint(b, uint64(max(s.Standbys, 0)))
@@ -137,7 +143,15 @@ func encodeMemberState(s MemberState) []byte {
 		prev = p
 	}
 	b = appendPartitions(b, s.Standby)
-	return appendPartitions(b, s.Warmup)
+	b = appendPartitions(b, s.Warmup)
+	b = binary.AppendUvarint(b, uint64(len(s.Tags)))
+	for _, k := range slices.Sorted(maps.Keys(s.Tags)) {
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+		b = binary.AppendUvarint(b, uint64(len(s.Tags[k])))
+		b = append(b, s.Tags[k]...)
+	}
+	return b
 }
 
 // decodeMemberState reads what encodeMemberState wrote; anything else
@@ -145,7 +159,7 @@ func encodeMemberState(s MemberState) []byte {
 // the assignor then places the member's tasks without its state.
 func decodeMemberState(b []byte) (MemberState, error) {
 	r := userData{b: b}
-	r.version()
+	v := r.version(userDataVersion, memberStateVersion)
 	var s MemberState
 	s.Process = string(r.bytes())
 	s.Standbys = int(min(r.uvarint(), 1<<16))
@@ -164,6 +178,15 @@ func decodeMemberState(b []byte) (MemberState, error) {
 	}
 	s.Standby = r.partitions()
 	s.Warmup = r.partitions()
+	if v >= 3 {
+		if n := r.count(); n > 0 {
+			s.Tags = make(map[string]string, n)
+			for range n {
+				k := string(r.bytes())
+				s.Tags[k] = string(r.bytes())
+			}
+		}
+	}
 	if err := r.end(); err != nil {
 		return MemberState{}, fmt.Errorf("kclient: member state: %w", err)
 	}
@@ -207,7 +230,7 @@ func decodeMemberAssignment(b []byte) (memberAssignment, error) {
 		return memberAssignment{}, nil
 	}
 	r := userData{b: b}
-	r.version()
+	r.version(userDataVersion)
 	var out memberAssignment
 	switch flags := r.byte(); flags {
 	case 0, 1:
@@ -257,12 +280,14 @@ func (r *userData) fail() {
 	r.b = nil
 }
 
-func (r *userData) version() {
-	if len(r.b) == 0 || r.b[0] != userDataVersion {
+func (r *userData) version(accepted ...byte) byte {
+	if len(r.b) == 0 || !slices.Contains(accepted, r.b[0]) {
 		r.fail()
-		return
+		return 0
 	}
+	v := r.b[0]
 	r.b = r.b[1:]
+	return v
 }
 
 func (r *userData) byte() byte {
@@ -343,6 +368,8 @@ type taskMember struct {
 	// state: how far its instance's local state of each task has read the
 	// task's changelogs (MemberState.Offsets; nil: none known).
 	state map[int32]int64
+	// tags: its instance's client tags (MemberState.Tags).
+	tags map[string]string
 }
 
 // instance returns the member's instance: its process, or itself.
@@ -391,7 +418,7 @@ func (*taskAssignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) k
 	members := make([]taskMember, len(js))
 	var o groupOptions
 	for i, j := range js {
-		members[i] = taskMember{id: j.m.MemberID, process: j.state.Process, state: j.state.Offsets, standby: j.state.Standby, warmup: j.state.Warmup}
+		members[i] = taskMember{id: j.m.MemberID, process: j.state.Process, state: j.state.Offsets, standby: j.state.Standby, warmup: j.state.Warmup, tags: j.state.Tags}
 		o.standbys = max(o.standbys, j.state.Standbys)
 		o.acceptableLag = max(o.acceptableLag, j.state.AcceptableRecoveryLag)
 		o.maxWarmups = max(o.maxWarmups, j.state.MaxWarmups)
@@ -648,11 +675,15 @@ func assignWarmups(members []taskMember, held map[int32]string, standby map[stri
 
 // assignStandbys places replicas standby copies of each task (0…n-1):
 // never on the instance of its active (assigned) nor twice on one
-// instance; a member keeps a standby it has when it may, and otherwise a
-// copy goes to the member whose instance holds the task's state furthest
-// along, then to the member with the fewest tasks (active and standby),
-// then by id. A task with fewer other instances than replicas gets fewer
-// copies. The result is by member id, each member's standbys in order.
+// instance. A copy goes to the member whose instance spreads the task
+// over the most client tags (a tag counts when the instance's value of it
+// is one that neither the active's instance nor the task's copies placed
+// so far have: Kafka Streams' rack-aware standbys, KIP-708); then a member
+// keeps a standby it has; then to the member whose instance holds the
+// task's state furthest along, then to the member with the fewest tasks
+// (active and standby), then by id. A task with fewer other instances
+// than replicas gets fewer copies. The result is by member id, each
+// member's standbys in order.
 func assignStandbys(members []taskMember, assigned map[string][]int32, n int32, replicas int) map[string][]int32 {
 	out := map[string][]int32{}
 	if replicas <= 0 {
@@ -660,24 +691,33 @@ func assignStandbys(members []taskMember, assigned map[string][]int32, n int32, 
 	}
 	instanceOf := make(map[string]string, len(members))
 	load := make(map[string]int, len(members))
-	activeOn := make([]string, n) // the instance running each task
-	for _, m := range members {
+	activeOn := make([]int, n) // the member running each task
+	for i := range activeOn {
+		activeOn[i] = -1
+	}
+	for i, m := range members {
 		instanceOf[m.id] = m.instance()
 		load[m.id] = len(assigned[m.id])
 		for _, p := range assigned[m.id] {
-			activeOn[p] = m.instance()
+			activeOn[p] = i
 		}
 	}
 	for p := range n {
-		used := map[string]bool{activeOn[p]: true}
+		used := map[string]bool{}
+		var spread tagSpread
+		if a := activeOn[p]; a >= 0 {
+			used[instanceOf[members[a].id]] = true
+			spread.add(members[a].tags)
+		}
 		for range replicas {
-			best := -1
+			best, bestSpread := -1, 0
 			for i, m := range members {
 				if used[instanceOf[m.id]] {
 					continue
 				}
-				if best < 0 || betterStandby(m, members[best], p, load) {
-					best = i
+				sp := spread.of(m.tags)
+				if best < 0 || sp > bestSpread || (sp == bestSpread && betterStandby(m, members[best], p, load)) {
+					best, bestSpread = i, sp
 				}
 			}
 			if best < 0 {
@@ -687,13 +727,43 @@ func assignStandbys(members []taskMember, assigned map[string][]int32, n int32, 
 			out[m.id] = append(out[m.id], p)
 			load[m.id]++
 			used[instanceOf[m.id]] = true
+			spread.add(m.tags)
 		}
 	}
 	return out
 }
 
+// tagSpread is the client tag values a task's copies (active and
+// standbys) have so far, by tag.
+type tagSpread map[string]map[string]bool
+
+// add counts the tags of an instance given a copy of the task.
+func (s *tagSpread) add(tags map[string]string) {
+	for k, v := range tags {
+		if *s == nil {
+			*s = tagSpread{}
+		}
+		if (*s)[k] == nil {
+			(*s)[k] = map[string]bool{}
+		}
+		(*s)[k][v] = true
+	}
+}
+
+// of returns how many of an instance's tags have a value no copy of the
+// task has yet.
+func (s tagSpread) of(tags map[string]string) int {
+	n := 0
+	for k, v := range tags {
+		if !s[k][v] {
+			n++
+		}
+	}
+	return n
+}
+
 // betterStandby reports whether m is a better home than o for a standby
-// copy of task p (see assignStandbys).
+// copy of task p, their tags aside (see assignStandbys).
 func betterStandby(m, o taskMember, p int32, load map[string]int) bool {
 	if mh, oh := slices.Contains(m.standby, p), slices.Contains(o.standby, p); mh != oh {
 		return mh

@@ -13,7 +13,7 @@ import (
 func FuzzDecodeMemberState(f *testing.F) {
 	f.Add(encodeMemberState(MemberState{}))
 	f.Add(encodeMemberState(MemberState{Process: "p-1", Offsets: map[int32]int64{0: 5, 7: 1 << 40, 9: -3}, Standbys: 1,
-		Standby: []int32{1, 2}, Warmup: []int32{2}, AcceptableRecoveryLag: 10_000, MaxWarmups: 2}))
+		Standby: []int32{1, 2}, Warmup: []int32{2}, AcceptableRecoveryLag: 10_000, MaxWarmups: 2, Tags: map[string]string{"zone": "a"}}))
 	f.Add([]byte{userDataVersion, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeMemberState(b)

@@ -133,10 +133,19 @@ func TestAssignGroupProperties(t *testing.T) {
 				}
 			}
 		}
+		// Each instance's zone (its client tag; "" none).
+		zones := make([]string, procs)
+		for i := range zones {
+			zones[i] = []string{"", "a", "b", "c"}[rng.IntN(4)]
+		}
 		var members []taskMember
 		for i := range 1 + rng.IntN(7) {
 			proc := rng.IntN(procs)
-			members = append(members, taskMember{id: fmt.Sprintf("m%02d", i), process: fmt.Sprintf("proc-%d", proc), state: state[proc]})
+			m := taskMember{id: fmt.Sprintf("m%02d", i), process: fmt.Sprintf("proc-%d", proc), state: state[proc]}
+			if zones[proc] != "" {
+				m.tags = map[string]string{"zone": zones[proc]}
+			}
+			members = append(members, m)
 		}
 		owned := map[int32]bool{}
 		for p := range n {
@@ -152,6 +161,7 @@ func TestAssignGroupProperties(t *testing.T) {
 		}
 		ga := assignGroup(members, n, o)
 		checkAssignment(t, round, members, n, o, ga)
+		checkStandbyZones(t, round, members, n, o, ga)
 		// Unchanged (each member owning what it was given): nothing moves.
 		again := rejoined(members, ga)
 		g2 := assignGroup(again, n, o)
@@ -159,7 +169,7 @@ func TestAssignGroupProperties(t *testing.T) {
 			t.Fatalf("round %d: an unchanged group asked for a follow-up rebalance: %+v\nfirst %+v\nmembers %+v\nagain %+v, opts %+v", round, g2, ga, members, again, o)
 		}
 		if g2.followUp = ga.followUp; fmt.Sprint(g2) != fmt.Sprint(ga) {
-			t.Fatalf("round %d: an unchanged group changed its assignment:\n%+v\nthen\n%+v", round, ga, g2)
+			t.Fatalf("round %d: an unchanged group changed its assignment:\n%+v\nthen\n%+v\nmembers %+v\nagain %+v\nopts %+v", round, ga, g2, members, again, o)
 		}
 		// Warm-ups catch up, one rebalance after another: everything held
 		// moves, and the shares end within one of each other.
@@ -198,6 +208,43 @@ func TestAssignGroupProperties(t *testing.T) {
 		}
 		if hi-lo > 1 {
 			t.Fatalf("round %d: after the warm-ups, shares from %d to %d: %v", round, lo, hi, g.active)
+		}
+	}
+}
+
+// checkStandbyZones checks rack-aware standbys: with one standby, a task's
+// standby is in another zone than its active whenever an instance of
+// another zone is in the group.
+func checkStandbyZones(t *testing.T, round int, members []taskMember, n int32, o groupOptions, ga groupAssignment) {
+	t.Helper()
+	if o.standbys != 1 {
+		return
+	}
+	zoneOf := func(id string) string {
+		i := slices.IndexFunc(members, func(m taskMember) bool { return m.id == id })
+		return members[i].tags["zone"]
+	}
+	for p := range n {
+		var active, standby string
+		for id, ps := range ga.active {
+			if slices.Contains(ps, p) {
+				active = id
+			}
+		}
+		for id, ps := range ga.standby {
+			if slices.Contains(ps, p) && !slices.Contains(ga.warmup[id], p) {
+				standby = id
+			}
+		}
+		if active == "" || standby == "" {
+			continue
+		}
+		i := slices.IndexFunc(members, func(m taskMember) bool { return m.id == active })
+		other := slices.ContainsFunc(members, func(m taskMember) bool {
+			return m.instance() != members[i].instance() && m.tags["zone"] != "" && m.tags["zone"] != zoneOf(active)
+		})
+		if other && (zoneOf(standby) == "" || zoneOf(standby) == zoneOf(active)) {
+			t.Fatalf("round %d: task %d active in zone %q, its standby in zone %q, though the group has another zone: %+v\nmembers %+v", round, p, zoneOf(active), zoneOf(standby), ga, members)
 		}
 	}
 }
@@ -251,7 +298,7 @@ func TestAssignGroupWarmsUpBeforeMoving(t *testing.T) {
 func rejoined(members []taskMember, ga groupAssignment) []taskMember {
 	out := make([]taskMember, len(members))
 	for i, m := range members {
-		out[i] = taskMember{id: m.id, process: m.process, owned: ga.active[m.id], standby: ga.standby[m.id], warmup: ga.warmup[m.id], state: m.state}
+		out[i] = taskMember{id: m.id, process: m.process, owned: ga.active[m.id], standby: ga.standby[m.id], warmup: ga.warmup[m.id], state: m.state, tags: m.tags}
 	}
 	return out
 }
@@ -388,11 +435,19 @@ func TestAssignTasksFollowsState(t *testing.T) {
 // client's user data, a truncated or padded one is an error.
 func TestMemberStateEncoding(t *testing.T) {
 	s := MemberState{Process: "proc-1", Offsets: map[int32]int64{0: 0, 3: 1 << 40, 7: 12, 4999: 5}, Standbys: 2, Standby: []int32{1, 4, 9}, Warmup: []int32{4},
-		AcceptableRecoveryLag: 10_000, MaxWarmups: 2}
+		AcceptableRecoveryLag: 10_000, MaxWarmups: 2, Tags: map[string]string{"zone": "eu-west-1a", "cluster": "k1"}}
 	b := encodeMemberState(s)
 	got, err := decodeMemberState(b)
 	if err != nil || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", s) {
 		t.Fatalf("decoded %+v, %v; want %+v", got, err, s)
+	}
+	// A member of the version before tags (an instance not upgraded yet)
+	// reads as one without tags.
+	s.Tags = nil
+	v2 := encodeMemberState(s)
+	v2 = append([]byte{userDataVersion}, v2[1:len(v2)-1]...) // no tag count
+	if got, err := decodeMemberState(v2); err != nil || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", s) {
+		t.Fatalf("version 2 decoded %+v, %v; want %+v", got, err, s)
 	}
 	sb := encodeMemberAssignment(map[string][]int32{"b": {3, 1}, "a": {0}}, map[string][]int32{"b": {3}}, true)
 	if got, err := decodeMemberAssignment(sb); err != nil || fmt.Sprint(got.standby, got.warmup, got.followUp) != "[a-0 b-1 b-3] [b-3] true" {

@@ -115,6 +115,12 @@ type MemberState struct {
 	// (Kafka Streams' max.warmup.replicas); the leader takes the largest
 	// a member reports. 0: a task moves at once, without warming up.
 	MaxWarmups int
+	// Tags are the instance's client tags that standby placement spreads
+	// over (Kafka Streams' client.tag.<key> for the keys in
+	// rack.aware.assignment.tags): a standby copy of a task goes, where
+	// the group allows, to an instance whose value of each tag differs
+	// from those of the task's active's instance and its other copies'.
+	Tags map[string]string
 }
 
 // StateReporter is a Consumer whose group assignor places tasks by where
