@@ -99,17 +99,28 @@ func simple[KIn, VIn, KOut, VOut any](b *Builder, name string, parent *rt.NodeSp
 	}), parent)
 }
 
-// Filter keeps the records for which pred holds.
+// Filter keeps the records for which pred holds. Tombstones (records with
+// a null value, as a table's ToStream carries) pass through without
+// calling pred, so a deletion is never judged by a zero value nor dropped
+// unseen; FilterNullable sees them.
 func (s *KStream[K, V]) Filter(pred func(K, V) bool, name ...Named) *KStream[K, V] {
+	return s.filter(func(k K, v *V) bool { return v == nil || pred(k, *v) }, false, name)
+}
+
+// FilterNot drops the records for which pred holds. Tombstones pass
+// through without calling pred (see Filter).
+func (s *KStream[K, V]) FilterNot(pred func(K, V) bool, name ...Named) *KStream[K, V] {
+	return s.filter(func(k K, v *V) bool { return v != nil && pred(k, *v) }, true, name)
+}
+
+// FilterNullable keeps the records for which pred holds; pred gets nil for
+// a tombstone — Kafka Streams' filter((k, v) -> v != null && …). To drop
+// deletions: s.FilterNullable(func(_ K, v *V) bool { return v != nil }).
+func (s *KStream[K, V]) FilterNullable(pred func(key K, value *V) bool, name ...Named) *KStream[K, V] {
 	return s.filter(pred, false, name)
 }
 
-// FilterNot drops the records for which pred holds.
-func (s *KStream[K, V]) FilterNot(pred func(K, V) bool, name ...Named) *KStream[K, V] {
-	return s.filter(pred, true, name)
-}
-
-func (s *KStream[K, V]) filter(pred func(K, V) bool, not bool, name []Named) *KStream[K, V] {
+func (s *KStream[K, V]) filter(pred func(K, *V) bool, not bool, name []Named) *KStream[K, V] {
 	n := simple[K, V, K, V](s.b, s.b.nameOr(nameOf(name), "KSTREAM-FILTER-"), s.node,
 		func(base rt.Base, ch []rt.Receiver[K, V]) rt.Node {
 			return &filterNode[K, V]{base, rt.Forwarder[K, V]{Children: ch}, pred, not}
@@ -199,8 +210,15 @@ func SelectKey[K, V, K2 any](s *KStream[K, V], f func(K, V) K2, name ...Named) *
 	return newStream[K2, V](s.b, n, nil, s.valueSerde, true)
 }
 
-// Peek calls f for each record and passes the record on.
+// Peek calls f for each record and passes the record on. Tombstones pass
+// on without calling f; PeekNullable sees them.
 func (s *KStream[K, V]) Peek(f func(K, V), name ...Named) *KStream[K, V] {
+	return s.PeekNullable(skipTombstones(f), name...)
+}
+
+// PeekNullable calls f for each record, with nil for a tombstone, and
+// passes the record on.
+func (s *KStream[K, V]) PeekNullable(f func(key K, value *V), name ...Named) *KStream[K, V] {
 	n := simple[K, V, K, V](s.b, s.b.nameOr(nameOf(name), "KSTREAM-PEEK-"), s.node,
 		func(base rt.Base, ch []rt.Receiver[K, V]) rt.Node {
 			return &peekNode[K, V]{base, rt.Forwarder[K, V]{Children: ch}, f}
@@ -208,12 +226,29 @@ func (s *KStream[K, V]) Peek(f func(K, V), name ...Named) *KStream[K, V] {
 	return newStream(s.b, n, s.keySerde, s.valueSerde, s.repartitionRequired)
 }
 
-// Foreach calls f for each record; the stream ends there.
+// Foreach calls f for each record that is not a tombstone; the stream ends
+// there. ForeachNullable sees tombstones too (a side effect that must
+// follow deletions, such as writing to another store, needs it).
 func (s *KStream[K, V]) Foreach(f func(K, V), name ...Named) {
+	s.ForeachNullable(skipTombstones(f), name...)
+}
+
+// ForeachNullable calls f for each record, with nil for a tombstone; the
+// stream ends there.
+func (s *KStream[K, V]) ForeachNullable(f func(key K, value *V), name ...Named) {
 	simple[K, V, K, V](s.b, s.b.nameOr(nameOf(name), "KSTREAM-FOREACH-"), s.node,
 		func(base rt.Base, ch []rt.Receiver[K, V]) rt.Node {
 			return &peekNode[K, V]{base, rt.Forwarder[K, V]{Children: ch}, f}
 		})
+}
+
+// skipTombstones calls f for the records that are not tombstones.
+func skipTombstones[K, V any](f func(K, V)) func(K, *V) {
+	return func(k K, v *V) {
+		if v != nil {
+			f(k, *v)
+		}
+	}
 }
 
 // Merge combines this stream and others into one.
@@ -258,7 +293,10 @@ func (s *KStream[K, V]) ToTopicFunc(choose func(processor.Record[K, V]) string, 
 }
 
 // BranchedStream splits a stream: each record goes to the first branch whose
-// predicate holds, else to the default branch (or nowhere).
+// predicate holds, else to the default branch (or nowhere). A tombstone
+// goes to every branch and the default, without calling the predicates:
+// the key's earlier values may have gone to any of them, and its deletion
+// must reach them all.
 type BranchedStream[K, V any] struct {
 	s      *KStream[K, V]
 	node   *rt.NodeSpec

@@ -29,17 +29,27 @@ func buildPass[K, V any](b *rt.BuildCtx) (rt.Node, error) {
 	return &passNode[K, V]{rt.Base{NodeName: b.Spec.Name, T: b.Task}, rt.Forwarder[K, V]{Children: ch}}, err
 }
 
+// filterNode forwards the records for which pred holds (not: does not
+// hold); pred gets nil for a tombstone.
 type filterNode[K, V any] struct {
 	rt.Base
 	rt.Forwarder[K, V]
-	pred func(K, V) bool
+	pred func(K, *V) bool
 	not  bool
 }
 
 func (n *filterNode[K, V]) Process(r processor.Record[K, V]) {
-	if n.pred(r.Key, r.Value) != n.not {
+	if n.pred(r.Key, valueOrNil(r)) != n.not {
 		n.Forward(r)
 	}
+}
+
+// valueOrNil is a record's value, nil for a tombstone.
+func valueOrNil[K, V any](r processor.Record[K, V]) *V {
+	if r.NullValue {
+		return nil
+	}
+	return &r.Value
 }
 
 type mapNode[K, V, K2, V2 any] struct {
@@ -134,19 +144,21 @@ func (n *selectKeyNode[K, V, K2]) Process(r processor.Record[K, V]) {
 	n.Forward(processor.Record[K2, V]{Key: n.f(r.Key, r.Value), Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers, NullValue: r.NullValue})
 }
 
+// peekNode calls f for each record (nil for a tombstone) and passes it on.
 type peekNode[K, V any] struct {
 	rt.Base
 	rt.Forwarder[K, V]
-	f func(K, V)
+	f func(K, *V)
 }
 
 func (n *peekNode[K, V]) Process(r processor.Record[K, V]) {
-	n.f(r.Key, r.Value)
+	n.f(r.Key, valueOrNil(r))
 	n.Forward(r)
 }
 
 // branchNode sends each record to the first branch whose predicate holds,
-// else to the default branch when there is one.
+// else to the default branch when there is one; a tombstone to every
+// branch and the default, without calling the predicates.
 type branchNode[K, V any] struct {
 	rt.Base
 	branches []rt.Receiver[K, V]
@@ -155,6 +167,15 @@ type branchNode[K, V any] struct {
 }
 
 func (n *branchNode[K, V]) Process(r processor.Record[K, V]) {
+	if r.NullValue {
+		for _, b := range n.branches {
+			b.Process(r)
+		}
+		if n.deflt != nil {
+			n.deflt.Process(r)
+		}
+		return
+	}
 	for i, p := range n.preds {
 		if p(r.Key, r.Value) {
 			n.branches[i].Process(r)

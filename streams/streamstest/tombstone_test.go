@@ -109,3 +109,73 @@ func TestTableToStreamRekeys(t *testing.T) {
 		t.Fatalf("got %q, want %q", g, want)
 	}
 }
+
+// A stream's tombstones (here a table's deletions through ToStream) are
+// never judged or seen as zero values: Filter and FilterNot pass them
+// through without calling the predicate (the README's
+// Filter(v != "") keeps the deletion), FilterNullable sees them as nil and
+// may drop them, Peek and Foreach skip them while PeekNullable and
+// ForeachNullable see nil, and Split sends a deletion to every branch.
+func TestTombstonesThroughFiltersPeeksAndBranches(t *testing.T) {
+	str := serde.String()
+	b := topology.NewBuilder()
+	changes := topology.Table(b, "users", topology.Consumed(str, str), topology.Materialized[string, string]("users-store")).ToStream()
+	var judged, peeked, nullablePeeked, each, nullableEach []string
+	show := func(v *string) string {
+		if v == nil {
+			return "nil"
+		}
+		return *v
+	}
+	changes.Filter(func(_, v string) bool { judged = append(judged, v); return v != "" }).To("filtered", topology.Produced(str, str))
+	changes.FilterNot(func(_, v string) bool { return v == "" }).To("filtered-not", topology.Produced(str, str))
+	changes.FilterNullable(func(_ string, v *string) bool { return v != nil }).To("no-deletions", topology.Produced(str, str))
+	changes.Peek(func(k, v string) { peeked = append(peeked, k+"="+v) }).
+		PeekNullable(func(k string, v *string) { nullablePeeked = append(nullablePeeked, k+"="+show(v)) }).
+		To("peeked", topology.Produced(str, str))
+	changes.Foreach(func(k, v string) { each = append(each, k+"="+v) })
+	changes.ForeachNullable(func(k string, v *string) { nullableEach = append(nullableEach, k+"="+show(v)) })
+	split := changes.Split(topology.Named("by-region-"))
+	split.Branch(func(_, v string) bool { return v == "eu" }, topology.Named("eu")).To("eu", topology.Produced(str, str))
+	split.Default(topology.Named("other")).To("other", topology.Produced(str, str))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := streamstest.New(t, top, streamstest.Options{CacheMaxBytes: -1})
+	in := streamstest.Input(d, "users", str, str)
+	in.Pipe("ann", "eu")
+	in.Pipe("bob", "us")
+	in.PipeTombstone("ann")
+
+	read := func(topic string) string {
+		var got []string
+		for _, r := range streamstest.Output(d, topic, str, str).ReadRecords() {
+			v := r.Value
+			if r.NullValue {
+				v = "<tombstone>"
+			}
+			got = append(got, r.Key+"="+v)
+		}
+		return strings.Join(got, ", ")
+	}
+	all := "ann=eu, bob=us, ann=<tombstone>"
+	for topic, want := range map[string]string{
+		"filtered": all, "filtered-not": all, "no-deletions": "ann=eu, bob=us", "peeked": all,
+		"eu": "ann=eu, ann=<tombstone>", "other": "bob=us, ann=<tombstone>",
+	} {
+		if got := read(topic); got != want {
+			t.Errorf("%s: got %q, want %q", topic, got, want)
+		}
+	}
+	for what, got := range map[string][]string{"Filter's predicate": judged, "Peek": peeked, "Foreach": each} {
+		if len(got) != 2 || slices.ContainsFunc(got, func(s string) bool { return s == "" || strings.HasSuffix(s, "=") }) {
+			t.Errorf("%s saw %q: want the two values only, never a deletion's zero value", what, got)
+		}
+	}
+	for what, got := range map[string][]string{"PeekNullable": nullablePeeked, "ForeachNullable": nullableEach} {
+		if want := []string{"ann=eu", "bob=us", "ann=nil"}; !slices.Equal(got, want) {
+			t.Errorf("%s saw %q, want %q", what, got, want)
+		}
+	}
+}
