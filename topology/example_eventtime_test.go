@@ -202,3 +202,38 @@ func ExampleMapValuesNullable() {
 	// lamp 3 in stock
 	// lamp discontinued
 }
+
+// A table's changes, big orders only: Filter keeps the deletion of a row
+// (it never judges a tombstone), where FilterNullable can drop deletions
+// too.
+func ExampleKStream_FilterNullable() {
+	str, i64 := serde.String(), serde.Int64()
+	b := topology.NewBuilder()
+	orders := topology.Table(b, "orders", topology.Consumed(str, i64), topology.Materialized[string, int64]("orders-store")).ToStream()
+	orders.Filter(func(_ string, amount int64) bool { return amount >= 100 }).To("big-orders", topology.Produced(str, i64))
+	orders.FilterNullable(func(_ string, amount *int64) bool { return amount != nil && *amount >= 100 }).
+		To("big-orders-no-deletions", topology.Produced(str, i64))
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+
+	d, err := streamstest.Open(top)
+	if err != nil {
+		panic(err)
+	}
+	defer d.Close()
+	in := streamstest.Input(d, "orders", str, i64)
+	in.Pipe("o1", 250)
+	in.Pipe("o2", 20)
+	in.PipeTombstone("o1")
+	for _, topic := range []string{"big-orders", "big-orders-no-deletions"} {
+		for _, r := range streamstest.Output(d, topic, str, i64).ReadRecords() {
+			fmt.Println(topic, r.Key, r.Value, r.NullValue)
+		}
+	}
+	// Output:
+	// big-orders o1 250 false
+	// big-orders o1 0 true
+	// big-orders-no-deletions o1 250 false
+}
