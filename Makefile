@@ -1,6 +1,6 @@
 # eddy — make targets. `make test` is the one test command.
 
-.PHONY: test bench parity services-start services-stop services-status
+.PHONY: test bench fuzz parity services-start services-stop services-status
 
 ## test: gofmt and vet checks, then go test -race on every module against a
 ## real Kafka broker and schema registry (started and stopped as needed).
@@ -11,6 +11,11 @@ test:
 ## (results in docs/performance.md).
 bench:
 	scripts/bench.sh
+
+## fuzz: run every fuzz target for FUZZTIME each (default 1m), e.g.
+## `make fuzz FUZZTIME=10m`; FUZZ=pattern narrows to some targets.
+fuzz:
+	scripts/fuzz.sh
 
 ## parity: rerun the parity scenarios on Kafka Streams' own test driver and
 ## rewrite the expectations the Go parity tests compare against, then compare

@@ -134,7 +134,7 @@ func (d *batchDecoder) decode(dst []rt.RawRecord, p *kmsg.FetchResponseTopicPart
 		if attrs&attrLogAppendTime != 0 {
 			logTime = int64(binary.BigEndian.Uint64(b[batchMaxTimeAt:]))
 		}
-		if dst, err = d.records(dst, recs, count, base, next, firstTime, logTime); err != nil {
+		if dst, err = d.records(dst, recs, count, base, last, next, firstTime, logTime); err != nil {
 			return dst, next, err
 		}
 		next = last + 1
@@ -142,8 +142,11 @@ func (d *batchDecoder) decode(dst []rt.RawRecord, p *kmsg.FetchResponseTopicPart
 	return dst, next, nil
 }
 
-// records appends a batch's count records at or after offset from.
-func (d *batchDecoder) records(dst []rt.RawRecord, in []byte, count int32, base, from, firstTime, logTime int64) ([]rt.RawRecord, error) {
+// records appends a batch's count records at or after offset from. Their
+// offsets must ascend within the batch's (base to last): a batch that
+// says otherwise is corrupt, whatever its CRC.
+func (d *batchDecoder) records(dst []rt.RawRecord, in []byte, count int32, base, last, from, firstTime, logTime int64) ([]rt.RawRecord, error) {
+	prev := base - 1
 	for i := range count {
 		length, used := kbin.Varint(in)
 		end := used + int(length)
@@ -167,6 +170,11 @@ func (d *batchDecoder) records(dst []rt.RawRecord, in []byte, count int32, base,
 		if !r.Ok() {
 			return dst, fmt.Errorf("record batch at offset %d: record %d of %d does not decode", base, i, count)
 		}
+		if offset <= prev || offset > last {
+			return dst, fmt.Errorf("record batch at offset %d: record %d of %d has offset %d, outside %d–%d or not after the one before (corrupt data)",
+				base, i, count, offset, prev+1, last)
+		}
+		prev = offset
 		if offset < from {
 			continue
 		}

@@ -52,7 +52,7 @@ func appendTestRecord(dst []byte, r testRecord) []byte {
 	return append(dst, body...)
 }
 
-func (b testBatch) appendTo(t *testing.T, dst []byte) []byte {
+func (b testBatch) appendTo(t testing.TB, dst []byte) []byte {
 	t.Helper()
 	var recs []byte
 	for _, r := range b.recs {
@@ -177,7 +177,7 @@ func decodeCases() []decodeCase {
 	return cases
 }
 
-func (c decodeCase) partition(t *testing.T) *kmsg.FetchResponseTopicPartition {
+func (c decodeCase) partition(t testing.TB) *kmsg.FetchResponseTopicPartition {
 	p := kmsg.NewFetchResponseTopicPartition()
 	p.Partition = 3
 	for _, b := range c.batches {
