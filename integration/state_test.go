@@ -201,7 +201,9 @@ func (a *tableApp) changelogHas(p int32, key string) []string {
 // it in full: K is not found, as in a fresh restore. (Before eddy kept a
 // synced time per store, A resumed from its stored offset and answered
 // K=v1.) The unowned-state cleaner is off (negative StateCleanupDelay), so
-// the exact guard alone is what is proven.
+// the exact guard alone is what is proven. The five cases run side by side
+// (each its own application and topics): most of each is waiting for the
+// log cleaner.
 func TestDeletedKeyStaysDeletedWhenTaskReturns(t *testing.T) {
 	brokers := realBroker(t)
 	for _, g := range []streams.Guarantee{streams.ExactlyOnce, streams.AtLeastOnce} {
@@ -210,12 +212,16 @@ func TestDeletedKeyStaysDeletedWhenTaskReturns(t *testing.T) {
 			if restartA {
 				name = fmt.Sprintf("%s/A_restarted_on_its_old_state", g)
 			}
-			t.Run(name, func(t *testing.T) { testDeletedKeyStaysDeleted(t, brokers, g, restartA, 0) })
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				testDeletedKeyStaysDeleted(t, brokers, g, restartA, 0)
+			})
 		}
 	}
 	// With a standby replica (and warm-ups, on by default): A follows the
 	// task while B owns it, and takes it back from its standby.
 	t.Run("exactly_once/A_kept_running_with_a_standby", func(t *testing.T) {
+		t.Parallel()
 		testDeletedKeyStaysDeleted(t, brokers, streams.ExactlyOnce, false, 1)
 	})
 }
