@@ -169,11 +169,19 @@ func (th *Thread) dropUncommitted(ctx context.Context) error {
 	return err
 }
 
-// dropAssignment forgets an assignment that was cut short: its tasks are
-// closed without committing and its partitions are no longer read (records
-// polled for them are skipped), so a thread stopping now commits nothing
-// for them.
+// dropAssignment forgets an assignment that was cut short: what every task
+// did since the last commit is dropped (the open transaction aborted: the
+// tasks' output must not be published without their input offsets), the
+// tasks are closed and their partitions are no longer read (records polled
+// for them are skipped), so a thread stopping now commits nothing. A
+// transaction that cannot be aborted makes the thread start over (its new
+// producer's InitTransactions aborts it).
 func (th *Thread) dropAssignment() {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	if err := th.dropUncommitted(ctx); err != nil && th.cbErr == nil {
+		th.cbErr = fmt.Errorf("%w: aborting the transaction of an assignment cut short: %v", errRejoin, err)
+	}
+	cancel()
 	th.closeTasksDirty()
 	th.forgetAssignment()
 }

@@ -709,3 +709,47 @@ func TestExactlyOnceCountsChangelogEnds(t *testing.T) {
 	g.knowEnds(map[kclient.TP]int64{a: 200, b: 300})
 	check("after an assignment", g.changelogEnds(ctx, sent(map[kclient.TP]int64{a: 3, b: 1})), map[kclient.TP]int64{a: 204, b: 302}, 4)
 }
+
+// A thread told to stop while a rebalance gives it new partitions (the
+// stop lands as the new tasks read their committed offsets, so the
+// assignment is cut short) publishes nothing of what its other tasks did
+// since the last commit: the open transaction is aborted, and the
+// partitions' next owner processes those records once. (Seen in
+// TestScaling on the real broker: an instance scaled in while its peers'
+// tasks moved to it committed, at shutdown, a transaction holding its own
+// tasks' uncommitted output without their input offsets — which the next
+// owner processed again: counts two too high.)
+func TestStopDuringAnAssignmentPublishesNothingUncommitted(t *testing.T) {
+	cl := kclienttest.NewCluster()
+	prog := countTopology(t, nil)
+	r := newRig(t, cl, prog, true, t.TempDir())
+	r.cfg.CommitInterval = time.Hour // nothing commits but the revocation
+	in1 := kclient.TP{Topic: testIn, Partition: 1}
+	want := feed(cl, 0, 40, 5)
+	run := r.start()
+	wait(t, "the first records processed", func() bool { return run.th.Stats.Consumed.Load() == 40 })
+	cl.RevokePartitions(in1) // commits everything so far
+	wait(t, "the revocation's commit", func() bool { off, _ := cl.Committed(testIn, 0); return off == cl.End(testIn, 0) })
+	from := cl.End(testIn, 0)
+	for k, n := range feed(cl, 40, 40, 5) {
+		want[k] += n
+	}
+	wait(t, "partition 0's new records processed, uncommitted", func() bool {
+		return run.th.Stats.Consumed.Load() == 40+cl.End(testIn, 0)-from
+	})
+	cl.OnNext("Committed", run.cancel) // the stop, as the new task reads its offsets
+	cl.AssignPartitions(in1)
+	if err := <-run.done; err != nil {
+		t.Fatal(err)
+	}
+	run.done <- nil
+	r.closeStores()
+	// A new instance processes everything left, from the committed offsets.
+	r2 := newRig(t, cl, prog, true, t.TempDir())
+	run2 := r2.start()
+	wait(t, "the group to commit all input", func() bool { return caughtUp(cl) })
+	if err := run2.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	exactSequences(t, outputs(t, cl, true), want)
+}

@@ -38,6 +38,7 @@ type Cluster struct {
 	producers []*Producer          // every producer made, for SetDown
 	txns      map[string]*txnState // by transactional id
 	faults    map[string][]error   // by operation name, in order
+	hooks     map[string][]func()  // by operation name, in order (OnNext)
 	calls     map[string]int       // by operation name
 	nextPID   int64
 	// down: the brokers are unreachable; every call fails transiently.
@@ -113,7 +114,7 @@ type txnState struct {
 // NewCluster returns an empty cluster.
 func NewCluster() *Cluster {
 	return &Cluster{topics: map[string][]*partLog{}, configs: map[string]map[string]string{}, held: map[kclient.TP]bool{}, committed: map[kclient.TP]offsetMeta{},
-		txns: map[string]*txnState{}, faults: map[string][]error{}, calls: map[string]int{}}
+		txns: map[string]*txnState{}, faults: map[string][]error{}, hooks: map[string][]func(){}, calls: map[string]int{}}
 }
 
 // CreateTopic creates topic with n partitions (no-op if it exists).
@@ -246,6 +247,15 @@ func (c *Cluster) FailNext(op string, err error) {
 	c.faults[op] = append(c.faults[op], err)
 }
 
+// OnNext makes the next call of op run f first (with the cluster locked:
+// f must not call the cluster), to place an event exactly at a call, such
+// as a stop while a rebalance reads committed offsets.
+func (c *Cluster) OnNext(op string, f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hooks[op] = append(c.hooks[op], f)
+}
+
 // ClearFaults drops the failures still queued for op.
 func (c *Cluster) ClearFaults(op string) {
 	c.mu.Lock()
@@ -284,6 +294,10 @@ var ErrUnreachable = fmt.Errorf("%w: kclienttest: brokers unreachable", kclient.
 // Called with c.mu held.
 func (c *Cluster) call(op string) error {
 	c.calls[op]++
+	if hs := c.hooks[op]; len(hs) > 0 {
+		c.hooks[op] = hs[1:]
+		hs[0]()
+	}
 	if c.down {
 		switch op {
 		case "Poll":
