@@ -49,17 +49,7 @@ func TestTombstonesThroughValueMappers(t *testing.T) {
 	in.PipeAt("a", "x", 1000)
 	in.PipeAt("a", "x", 5000) // merges: the session at 1000 is deleted
 
-	read := func(topic string) string {
-		var got []string
-		for _, r := range streamstest.Output(d, topic, str, str).ReadRecords() {
-			v := r.Value
-			if r.NullValue {
-				v = "<tombstone>"
-			}
-			got = append(got, r.Key+"="+v)
-		}
-		return strings.Join(got, ", ")
-	}
+	read := func(topic string) string { return readStrings(d, topic) }
 	if got, want := read("mapped"), "a@1000=1, a@1000=<tombstone>, a@1000=2"; got != want {
 		t.Errorf("MapValues: got %q, want %q", got, want)
 	}
@@ -148,17 +138,7 @@ func TestTombstonesThroughFiltersPeeksAndBranches(t *testing.T) {
 	in.Pipe("bob", "us")
 	in.PipeTombstone("ann")
 
-	read := func(topic string) string {
-		var got []string
-		for _, r := range streamstest.Output(d, topic, str, str).ReadRecords() {
-			v := r.Value
-			if r.NullValue {
-				v = "<tombstone>"
-			}
-			got = append(got, r.Key+"="+v)
-		}
-		return strings.Join(got, ", ")
-	}
+	read := func(topic string) string { return readStrings(d, topic) }
 	all := "ann=eu, bob=us, ann=<tombstone>"
 	for topic, want := range map[string]string{
 		"filtered": all, "filtered-not": all, "no-deletions": "ann=eu, bob=us", "peeked": all,
@@ -178,4 +158,18 @@ func TestTombstonesThroughFiltersPeeksAndBranches(t *testing.T) {
 			t.Errorf("%s saw %q, want %q", what, got, want)
 		}
 	}
+}
+
+// readStrings returns a string topic's records as "key=value, …", a
+// tombstone's value shown as <tombstone>.
+func readStrings(d *streamstest.Driver, topic string) string {
+	var got []string
+	for _, r := range streamstest.Output(d, topic, serde.String(), serde.String()).ReadRecords() {
+		v := r.Value
+		if r.NullValue {
+			v = "<tombstone>"
+		}
+		got = append(got, r.Key+"="+v)
+	}
+	return strings.Join(got, ", ")
 }
