@@ -2,8 +2,8 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -221,8 +221,12 @@ func TestGroupConsumerFetchesWhereTheGroupLeftOff(t *testing.T) {
 		for {
 			rec, err := g.Poll(50 * time.Millisecond)
 			if err != nil {
-				if !strings.Contains(err.Error(), "auto.offset.reset") {
+				var reset *kclient.OffsetReset
+				if !errors.As(err, &reset) {
 					t.Fatalf("Poll: %v", err)
+				}
+				if reset.Earliest != reset.To || reset.Skipped() != reset.To-reset.From {
+					t.Errorf("reset %+v: earliest or skipped offsets wrong", reset)
 				}
 				resets++
 				continue

@@ -76,6 +76,9 @@ type App struct {
 	subPartitions map[int]int32
 	directory     *directory // nil without ApplicationServer
 
+	// resets records the instance's offset resets (made by New).
+	resets *engine.OffsetResets
+
 	// startup says whether the brokers answered Run's start-up calls.
 	startup engine.Health
 
@@ -92,10 +95,11 @@ func New(top *topology.Topology, cfg Config) (*App, error) {
 		return nil, errors.New("streams: New needs a built topology (topology.Builder.Build)")
 	}
 	cfg.ensureDefaults()
-	if err := cfg.validate(); err != nil {
+	if err := errors.Join(cfg.validate(), checkSourceResets(prog)); err != nil {
 		return nil, err
 	}
-	a := &App{prog: prog, top: top, cfg: cfg, log: cfg.Logger.With(zap.String("application_id", cfg.ApplicationID)), done: make(chan struct{})}
+	a := &App{prog: prog, top: top, cfg: cfg, log: cfg.Logger.With(zap.String("application_id", cfg.ApplicationID)), done: make(chan struct{}),
+		resets: &engine.OffsetResets{}}
 	if err := a.registerMetrics(); err != nil {
 		return nil, fmt.Errorf("streams: registering metrics: %w", err)
 	}
@@ -287,6 +291,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		Pebble:                pebble,
 		Memory:                memory,
 		StateDirectory:        stateDir,
+		Resets:                a.resets,
 		Partitions:            topics.Partitions,
 		Subscription:          topics.Subscription,
 		WallClock:             wallClock,
@@ -410,4 +415,17 @@ func (a *App) processID(dir string) (string, error) {
 // String describes the app: id, guarantee, state.
 func (a *App) String() string {
 	return fmt.Sprintf("streams.App{%s, %s, %s}", a.cfg.ApplicationID, a.cfg.Guarantee, strings.ToLower(a.State().String()))
+}
+
+// checkSourceResets checks every source's offset reset policy.
+func checkSourceResets(prog *rt.Program) error {
+	var errs []error
+	for _, n := range prog.Nodes {
+		if n.Kind == rt.KindSource && n.OffsetReset != "" {
+			if _, err := kclient.ParseReset(n.OffsetReset); err != nil {
+				errs = append(errs, fmt.Errorf("streams: source %q: %w", n.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -8,7 +8,10 @@ package streams
 // thread (internal/engine/thread.go). Each client backend maps them (and
 // adds its own tuning) in internal/kclient.
 
-import "github.com/eddy-go/eddy/internal/kclient"
+import (
+	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/rt"
+)
 
 // managed are client properties eddy sets and a user may not override.
 var managed = map[string]bool{
@@ -41,11 +44,35 @@ func (a *App) consumerConfig() kclient.Config {
 		"group.id":                      a.cfg.ApplicationID,
 		"enable.auto.commit":            false,
 		"enable.auto.offset.store":      false,
-		"auto.offset.reset":             "earliest",
+		"auto.offset.reset":             string(a.cfg.OffsetReset),
+		kclient.TopicResets:             a.topicResets(),
 		"partition.assignment.strategy": "range",
 		"isolation.level":               iso,
 		"client.id":                     a.cfg.ApplicationID + "-consumer",
 	}
+}
+
+// topicResets are the sources' own offset reset policies, and earliest for
+// every repartition topic: records written to one before the reading
+// task's first commit must not be skipped.
+func (a *App) topicResets() map[string]kclient.Reset {
+	out := map[string]kclient.Reset{}
+	for _, n := range a.prog.Nodes {
+		if n.Kind != rt.KindSource {
+			continue
+		}
+		for _, t := range n.Topics {
+			switch {
+			case n.Internal:
+				out[rt.InternalTopicName(a.cfg.ApplicationID, t)] = kclient.Reset{Policy: kclient.ResetEarliest}
+			case n.OffsetReset != "":
+				if r, err := kclient.ParseReset(n.OffsetReset); err == nil { // checked by New
+					out[t] = r
+				}
+			}
+		}
+	}
+	return out
 }
 
 func (a *App) restoreConfig() kclient.Config {

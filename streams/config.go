@@ -16,6 +16,7 @@ import (
 
 	"github.com/eddy-go/eddy/internal/engine"
 	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/topology"
 )
 
 // Warm-up defaults (Kafka Streams' own): see Config.AcceptableRecoveryLag
@@ -182,6 +183,13 @@ type Config struct {
 	// down; a restore then replays the changelog tail after the last commit
 	// that reached the disk, so results are exact either way.
 	FsyncState bool
+	// OffsetReset is where sources start reading a partition the
+	// application has no committed offset for, or whose committed offset
+	// the topic no longer holds (Kafka Streams' auto.offset.reset); a
+	// source may choose its own (topology.ConsumedOptions.WithOffsetReset).
+	// Repartition topics always start at their earliest offset. Default:
+	// topology.ResetEarliest.
+	OffsetReset topology.OffsetReset
 	// Logger receives the app's logs. Default: zap.NewNop().
 	Logger *zap.Logger
 	// ClientConfig passes standard Kafka client properties
@@ -281,6 +289,9 @@ func (c *Config) ensureDefaults() {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
+	if c.OffsetReset == "" {
+		c.OffsetReset = topology.ResetEarliest
+	}
 }
 
 // validate returns every problem of c in one error.
@@ -326,6 +337,9 @@ func (c *Config) validate() error {
 			bad("RackAwareAssignmentTags names %q, which ClientTags does not set", k)
 		}
 	}
+	if _, err := kclient.ParseReset(string(c.OffsetReset)); err != nil {
+		bad("OffsetReset: %v", err)
+	}
 	if c.MaxBufferedRecords < 1 {
 		bad("MaxBufferedRecords must be at least 1, got %d", c.MaxBufferedRecords)
 	}
@@ -343,6 +357,9 @@ func (c *Config) validate() error {
 		if managed[k] {
 			refused = append(refused, k)
 		}
+	}
+	if _, ok := c.ClientConfig["auto.offset.reset"]; ok {
+		bad("ClientConfig may not set auto.offset.reset: set Config.OffsetReset (or a source's, topology.ConsumedOptions.WithOffsetReset)")
 	}
 	if len(refused) > 0 {
 		sort.Strings(refused)

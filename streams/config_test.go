@@ -3,6 +3,7 @@ package streams_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eddy-go/eddy/serde"
 	"github.com/eddy-go/eddy/streams"
@@ -71,5 +72,51 @@ func TestClientConfigIsCheckedAtNew(t *testing.T) {
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: New = %v, want an error naming %s", c.name, err, c.want)
 		}
+	}
+}
+
+// Offset reset policies are checked at New (the application's and each
+// source's); auto.offset.reset is not a client property a user sets, and
+// a global table, always read in full, takes none.
+func TestOffsetResetsAreCheckedAtNew(t *testing.T) {
+	str := serde.String()
+	build := func(r topology.OffsetReset) *topology.Topology {
+		b := topology.NewBuilder()
+		topology.Stream(b, "in", topology.Consumed(str, str).WithOffsetReset(r).WithName("orders")).To("out", topology.Produced(str, str))
+		top, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return top
+	}
+	for _, c := range []struct {
+		name   string
+		source topology.OffsetReset
+		cfg    streams.Config
+		want   string // in the error; "" no error
+	}{
+		{"every policy", topology.ResetByDuration(90 * time.Minute), streams.Config{OffsetReset: topology.ResetNone}, ""},
+		{"latest", topology.ResetLatest, streams.Config{OffsetReset: topology.ResetLatest}, ""},
+		{"a bad source policy", topology.OffsetReset("begin"), streams.Config{}, `source "orders": offset reset "begin"`},
+		{"a bad application policy", "", streams.Config{OffsetReset: "by_duration:1h"}, `OffsetReset: offset reset "by_duration:1h"`},
+		{"auto.offset.reset in ClientConfig", "", streams.Config{ClientConfig: map[string]string{"auto.offset.reset": "latest"}}, "set Config.OffsetReset"},
+	} {
+		c.cfg.ApplicationID, c.cfg.BootstrapServers = "reset-test", "127.0.0.1:1"
+		_, err := streams.New(build(c.source), c.cfg)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: New = %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: New = %v, want an error saying %s", c.name, err, c.want)
+		}
+	}
+	b := topology.NewBuilder()
+	topology.GlobalTable(b, "rates", topology.Consumed(str, str).WithOffsetReset(topology.ResetLatest))
+	topology.Stream(b, "in", topology.Consumed(str, str)).To("out", topology.Produced(str, str))
+	if _, err := b.Build(); err == nil || !strings.Contains(err.Error(), "an offset reset policy (latest) does not apply") {
+		t.Errorf("a global table with an offset reset policy: Build = %v", err)
+	}
+	if got := topology.ResetByDuration(90 * time.Minute); got != "by_duration:PT5400S" {
+		t.Errorf("ResetByDuration(90m) = %q", got)
 	}
 }

@@ -127,6 +127,34 @@ type StateReport struct {
 	// GlobalApplied and GlobalSkipped count global-table records.
 	GlobalApplied int64 `json:"global_applied"`
 	GlobalSkipped int64 `json:"global_skipped"`
+	// OffsetResets lists every partition whose offset was reset since the
+	// instance started: records it skipped were never processed.
+	OffsetResets []OffsetResetReport `json:"offset_resets,omitempty"`
+}
+
+// OffsetResetReport is a partition's offset resets: a source partition
+// whose committed offset its topic no longer held (the source's reset
+// policy chose where reading went on), or a changelog or global topic that
+// no longer held a store's offset (the store was wiped and read in full).
+type OffsetResetReport struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Kind is "source", "changelog" or "global".
+	Kind string `json:"kind"`
+	// Policy is the source's offset reset policy (earliest, latest,
+	// by_duration:…), or "full restore".
+	Policy string `json:"policy"`
+	// The last reset: From, the offset the partition no longer held; To,
+	// where reading went on; Earliest, the partition's first offset then
+	// (-1 when unknown).
+	From     int64 `json:"from"`
+	To       int64 `json:"to"`
+	Earliest int64 `json:"earliest"`
+	// Resets counts the partition's resets, Skipped the offsets they
+	// jumped over; At is the last one's time.
+	Resets  int64     `json:"resets"`
+	Skipped int64     `json:"skipped"`
+	At      time.Time `json:"at"`
 }
 
 // ThreadReport is one stream thread's assignment and progress, refreshed
@@ -227,6 +255,9 @@ func (a *App) Report() StateReport {
 	}
 	if g != nil {
 		rep.GlobalApplied, rep.GlobalSkipped = g.Applied.Load(), g.Skipped.Load()
+	}
+	for _, r := range a.resets.Reports() {
+		rep.OffsetResets = append(rep.OffsetResets, OffsetResetReport(r))
 	}
 	if dir != nil {
 		for _, in := range dir.all() {

@@ -18,8 +18,8 @@ import (
 // eddy_end_to_end_latency_seconds, eddy_commit_duration_seconds), these
 // are read from the threads when scraped.
 type descs struct {
-	descState, descCommits, descAborts, descRebalances, descRestored, descRestoreRate, descRemaining, descProcessed, descSkipped, descDLQ, descLate, descDedup, descTTLLive, descTTLExpired, descCacheHits, descCacheMiss, descCacheRatio, descLag, descStreamTime, descStoreBytes, descDiskBytes, descGlobalApp, descGlobalSkip, descUnreachable, descCleaned, descRebuilt, descStandbyLag *prometheus.Desc
-	descMemory, descMemoryLimit, descReadAmp, descL0Files, descCompactionDebt, descBlockCacheHit, descWriteStalls                                                                                                                                                                                                                                                                           *prometheus.Desc
+	descState, descCommits, descAborts, descRebalances, descRestored, descRestoreRate, descRemaining, descProcessed, descSkipped, descDLQ, descLate, descDedup, descTTLLive, descTTLExpired, descCacheHits, descCacheMiss, descCacheRatio, descLag, descStreamTime, descStoreBytes, descDiskBytes, descGlobalApp, descGlobalSkip, descUnreachable, descCleaned, descRebuilt, descStandbyLag, descResets, descResetSkipped *prometheus.Desc
+	descMemory, descMemoryLimit, descReadAmp, descL0Files, descCompactionDebt, descBlockCacheHit, descWriteStalls                                                                                                                                                                                                                                                                                                         *prometheus.Desc
 }
 
 func newDescs(constLabels prometheus.Labels) *descs {
@@ -53,6 +53,8 @@ func newDescs(constLabels prometheus.Labels) *descs {
 		descCleaned:        mk("eddy_state_cleaned_tasks_total", "Tasks whose local state was deleted because no stream thread of this instance owned them for StateCleanupDelay."),
 		descRebuilt:        mk("eddy_state_rebuilt_stores_total", "Stores (global ones included) whose local state was wiped and restored in full because it was older than their changelog keeps deletes (delete.retention.ms)."),
 		descStandbyLag:     mk("eddy_standby_lag_records", "Changelog records a standby task had still to read at its thread's last look (every few seconds).", "task"),
+		descResets:         mk("eddy_offset_resets_total", "Offset resets of a partition: a source's committed offset its topic no longer held (reading went on as the source's reset policy says), or a store's offset its changelog or global topic no longer held (the store was read in full).", "topic", "partition", "kind"),
+		descResetSkipped:   mk("eddy_offset_reset_skipped_offsets_total", "Offsets the resets of a partition jumped over: records never processed.", "topic", "partition", "kind"),
 		descUnreachable:    mk("eddy_brokers_unreachable", "1 while calls to the brokers fail and are being retried (the app heals by itself when they are back), else 0."),
 		descMemory:         mk("eddy_state_memory_bytes", "Memory the Pebble state store holds now, by part (memtables, block_cache).", "part"),
 		descMemoryLimit:    mk("eddy_state_memory_limit_bytes", "The most each part of the state's memory may hold (memtables, block_cache, record_cache); together StateMemoryBytes.", "part"),
@@ -74,7 +76,7 @@ type collector struct {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.descState, c.descCommits, c.descAborts, c.descRebalances, c.descRestored, c.descRestoreRate, c.descRemaining,
 		c.descProcessed, c.descSkipped, c.descDLQ, c.descLate, c.descDedup, c.descTTLLive, c.descTTLExpired, c.descCacheHits, c.descCacheMiss, c.descCacheRatio, c.descLag,
-		c.descStreamTime, c.descStoreBytes, c.descDiskBytes, c.descGlobalApp, c.descGlobalSkip, c.descUnreachable, c.descCleaned, c.descRebuilt, c.descStandbyLag,
+		c.descStreamTime, c.descStoreBytes, c.descDiskBytes, c.descGlobalApp, c.descGlobalSkip, c.descUnreachable, c.descCleaned, c.descRebuilt, c.descStandbyLag, c.descResets, c.descResetSkipped,
 		c.descMemory, c.descMemoryLimit, c.descReadAmp, c.descL0Files, c.descCompactionDebt, c.descBlockCacheHit, c.descWriteStalls} {
 		ch <- d
 	}
@@ -183,6 +185,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if d := a.stateDir; d != nil {
 		send(c.descCleaned, prometheus.CounterValue, float64(d.Cleaned.Load()))
 		send(c.descRebuilt, prometheus.CounterValue, float64(d.Rebuilt.Load()))
+	}
+	for _, r := range a.resets.Reports() {
+		p := strconv.Itoa(int(r.Partition))
+		send(c.descResets, prometheus.CounterValue, float64(r.Resets), r.Topic, p, r.Kind)
+		send(c.descResetSkipped, prometheus.CounterValue, float64(r.Skipped), r.Topic, p, r.Kind)
 	}
 	if g := a.globals; g != nil {
 		send(c.descGlobalApp, prometheus.CounterValue, float64(g.Applied.Load()))

@@ -3,6 +3,7 @@ package topology_test
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/eddy-go/eddy/serde"
@@ -91,4 +92,23 @@ func ExampleTopology_Mermaid() {
 	//   n2 --- s6
 	//   n3 --> n4
 	//   n4 --> t7
+}
+
+// Orders must never be skipped: if the application comes back to find its
+// committed offset deleted by retention, it stops with an error naming the
+// partition and the offsets it missed. Clicks are worth reading only from
+// the last hour.
+func ExampleConsumedOptions_WithOffsetReset() {
+	str := serde.String()
+	b := topology.NewBuilder()
+	topology.Stream(b, "orders", topology.Consumed(str, str).WithOffsetReset(topology.ResetNone)).
+		To("orders-checked", topology.Produced(str, str))
+	lastHour := topology.ResetByDuration(time.Hour)
+	topology.Stream(b, "clicks", topology.Consumed(str, str).WithOffsetReset(lastHour)).
+		To("clicks-seen", topology.Produced(str, str))
+	if _, err := b.Build(); err != nil {
+		panic(err)
+	}
+	fmt.Println(topology.ResetNone, lastHour)
+	// Output: none by_duration:PT3600S
 }

@@ -41,6 +41,9 @@ func GlobalTable[K, V any](b *Builder, topic string, c ConsumedOptions[K, V], m 
 	if topic == "" {
 		b.errorf("global table %q reads no topic", storeName)
 	}
+	if c.reset != "" {
+		b.errorf("global table %q reads %q in full at every start: an offset reset policy (%s) does not apply", storeName, topic, c.reset)
+	}
 	if ks == nil || vs == nil {
 		b.errorf("global table %q on %q needs serdes for [%s, %s]: pass them in Consumed", storeName, topic, rt.TypeOf[K](), rt.TypeOf[V]())
 		return &GlobalKTable[K, V]{b: b, store: storeName}

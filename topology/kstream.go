@@ -46,6 +46,7 @@ func Stream[K, V any](b *Builder, topic string, c ConsumedOptions[K, V]) *KStrea
 func StreamTopics[K, V any](b *Builder, topics []string, c ConsumedOptions[K, V]) *KStream[K, V] {
 	n := sourceNode(b, b.nameOr(c.name, "KSTREAM-SOURCE-"), topics, c.keySerde, c.valueSerde, false)
 	setExtractor(n, c.extractor)
+	n.OffsetReset = string(c.reset)
 	return newStream(b, n, c.keySerde, c.valueSerde, false)
 }
 

@@ -119,6 +119,7 @@ func Table[K, V any](b *Builder, topic string, c ConsumedOptions[K, V], m ...Mat
 	}
 	src := sourceNode(b, b.nameOr(c.name, "KSTREAM-SOURCE-"), []string{topic}, ks, vs, false)
 	setExtractor(src, c.extractor)
+	src.OffsetReset = string(c.reset)
 	name := "KTABLE-SOURCE-"
 	if c.name != "" {
 		name = c.name + "-table-source"

@@ -3,6 +3,7 @@ package topology
 import (
 	"fmt"
 	"maps"
+	"strconv"
 	"time"
 
 	"github.com/eddy-go/eddy/processor"
@@ -30,6 +31,52 @@ type ConsumedOptions[K, V any] struct {
 	valueSerde serde.Serde[V]
 	name       string
 	extractor  TimestampExtractor[K, V]
+	reset      OffsetReset
+}
+
+// OffsetReset is where a source starts reading a partition when the
+// application has no committed offset for it (its first run), or when its
+// committed offset is no longer in the log (retention deleted the records
+// before they were processed): Kafka Streams' AutoOffsetReset. Every reset
+// of a committed offset is counted (eddy_offset_resets_total and
+// eddy_offset_reset_skipped_offsets_total), logged at Error with the offsets
+// it skipped, and listed in GET /state.
+type OffsetReset string
+
+// The offset reset policies; ResetByDuration makes the fourth.
+const (
+	// ResetEarliest reads from the oldest record the partition holds (the
+	// default, as in Kafka Streams).
+	ResetEarliest OffsetReset = "earliest"
+	// ResetLatest reads only records written from now on.
+	ResetLatest OffsetReset = "latest"
+	// ResetNone refuses: the application stops with an error naming the
+	// topic, the partition, the missing offset and the earliest one
+	// available. On a first run (no committed offsets) it stops too.
+	ResetNone OffsetReset = "none"
+)
+
+// ResetByDuration reads from the first record at most d old (by record
+// timestamp), or from the end when there is none.
+func ResetByDuration(d time.Duration) OffsetReset {
+	return OffsetReset("by_duration:" + isoDuration(d))
+}
+
+// isoDuration writes d as an ISO-8601 duration (PT1H30M), the form Kafka
+// 4's auto.offset.reset=by_duration takes.
+func isoDuration(d time.Duration) string {
+	if d <= 0 {
+		return "PT0S"
+	}
+	return "PT" + strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "S"
+}
+
+// WithOffsetReset sets the source's offset reset policy (default: the
+// application's, streams.Config.OffsetReset). A global table always reads
+// its topic in full and takes none.
+func (c ConsumedOptions[K, V]) WithOffsetReset(r OffsetReset) ConsumedOptions[K, V] {
+	c.reset = r
+	return c
 }
 
 // TimestampExtractor gives a record its timestamp in milliseconds; the

@@ -70,6 +70,8 @@ type Config struct {
 	// state no thread owns, and counts stores rebuilt because their state
 	// was older than their changelog keeps deletes.
 	StateDirectory *StateDirectory
+	// Resets records every offset reset (nil: they are only logged).
+	Resets *OffsetResets
 	// Partitions of every topic the program reads, internal ones by full
 	// name.
 	Partitions map[string]int32

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -120,6 +122,7 @@ func (g *GlobalReader) bootstrap(ctx context.Context, admin func() (kclient.Admi
 				g.log.Warn("global store offset outside its topic; wiping and reading the topic in full",
 					zap.String("store", gs.Name), zap.Stringer("partition", tp), zap.Int64("stored", stored),
 					zap.Int64("topic_start", start[tp]), zap.Int64("topic_end", end[tp]))
+				g.cfg.Resets.add(g.log, ResetGlobal, kclient.OffsetReset{TP: tp, From: stored, To: start[tp], Earliest: start[tp]})
 				k.outside = true
 			} else if stored < end[tp] {
 				k.resumes = true
@@ -174,6 +177,11 @@ func (g *GlobalReader) bootstrap(ctx context.Context, admin func() (kclient.Admi
 		}
 	}
 	if err := g.readToEnd(ctx, tps, from, end); err != nil {
+		if errors.Is(err, errReadAgain) {
+			clear(g.next)
+			clear(g.pending)
+			return true, nil
+		}
 		return false, err
 	}
 	now := g.cfg.WallClock()
@@ -242,6 +250,14 @@ func (g *GlobalReader) readToEnd(ctx context.Context, tps []kclient.TP, from, en
 			g.Health.down(g.log, "reading global topics", err)
 			continue
 		}
+		if reset := (*kclient.OffsetReset)(nil); errors.As(err, &reset) {
+			// Deletes in what was skipped are lost to the kept state:
+			// wipe it, and the next attempt reads the topic in full.
+			if err := g.wipe(*reset); err != nil {
+				return err
+			}
+			return errReadAgain
+		}
 		if err != nil {
 			return fmt.Errorf("reading global topics: %w", err)
 		}
@@ -281,6 +297,54 @@ func (g *GlobalReader) readToEnd(ctx context.Context, tps []kclient.TP, from, en
 		return err
 	}
 	g.log.Info("global tables ready", zap.Int64("records", read), zap.Duration("took", time.Since(began)))
+	return nil
+}
+
+// errReadAgain: a global topic's offset was reset while it was read; its
+// store is wiped, and Bootstrap reads it again in full.
+var errReadAgain = errors.New("a global topic was reset: reading it again")
+
+// wipe records a reset of a global topic's partition and empties the
+// topic's store (its buffered records too): a topic that no longer holds
+// what the store had not read may have lost deletes of keys the store
+// holds.
+func (g *GlobalReader) wipe(e kclient.OffsetReset) error {
+	g.cfg.Resets.add(g.log, ResetGlobal, e)
+	gs := g.byTopic[e.TP.Topic]
+	if gs == nil {
+		return nil
+	}
+	for tp := range g.pending {
+		if tp.Topic == e.TP.Topic {
+			delete(g.pending, tp)
+		}
+	}
+	if err := storage.DropGlobal(g.backend(gs), gs.Name); err != nil {
+		return err
+	}
+	return storage.SetSyncedAt(g.backend(gs), storage.GlobalTask, gs.Name, g.cfg.WallClock())
+}
+
+// readAgain, while Run follows the topics, wipes the store of a topic
+// whose offset was reset and reads every partition of the topic again from
+// its start.
+func (g *GlobalReader) readAgain(e kclient.OffsetReset) error {
+	if err := g.flush(); err != nil {
+		return err
+	}
+	if err := g.wipe(e); err != nil {
+		return err
+	}
+	offsets := maps.Clone(g.next)
+	for tp := range offsets {
+		if tp.Topic == e.TP.Topic {
+			offsets[tp] = kclient.OffsetEarliest
+			g.next[tp] = 0
+		}
+	}
+	if err := g.consumer.Assign(offsets); err != nil {
+		return fmt.Errorf("reading global topic %s again: %w", e.TP.Topic, err)
+	}
 	return nil
 }
 
@@ -351,6 +415,13 @@ func (g *GlobalReader) Run(ctx context.Context) error {
 		r, err := g.consumer.Poll(50 * time.Millisecond)
 		if err != nil && kclient.IsTransient(err) {
 			g.Health.down(g.log, "following global topics", err)
+			continue
+		}
+		if reset := (*kclient.OffsetReset)(nil); errors.As(err, &reset) {
+			if err := g.readAgain(*reset); err != nil {
+				return err
+			}
+			buffered = 0
 			continue
 		}
 		if err != nil {

@@ -78,7 +78,14 @@ func (th *Thread) poll() error {
 		r, err := th.consumer.Poll(timeout)
 		timeout = 0
 		if err != nil {
+			var reset *kclient.OffsetReset
+			var refused *kclient.OffsetOutOfRange
 			switch {
+			case errors.As(err, &refused):
+				return err // the source's policy is none: nothing may be skipped
+			case errors.As(err, &reset):
+				th.cfg.Resets.add(th.log, ResetSource, *reset)
+				continue
 			case kclient.IsSecurity(err):
 				return err
 			case errors.Is(err, kclient.ErrFatal):

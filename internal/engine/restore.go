@@ -191,6 +191,7 @@ func (r *restorer) changelogStarts(ctx context.Context, wants map[kclient.TP]sto
 			r.log.Warn("store offset outside its changelog; wiping and restoring in full",
 				zap.String("task", task), zap.String("store", w.spec.Name), zap.Int64("stored", stored),
 				zap.Int64("changelog_start", lo), zap.Int64("changelog_end", hi))
+			r.cfg.Resets.add(r.log, ResetChangelog, kclient.OffsetReset{TP: tp, From: stored, To: lo, Earliest: lo})
 		default:
 			synced, sok, err := storage.SyncedAt(b, task, w.spec.Name)
 			if err != nil {

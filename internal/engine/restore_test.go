@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/eddy-go/eddy/internal/kclient"
 	"github.com/eddy-go/eddy/internal/kclient/kclienttest"
@@ -85,5 +86,61 @@ func TestRestorerStartsOnStableChangelogsOnly(t *testing.T) {
 	}
 	if !done[t0.id] || !done[t1.id] || stats.RestoredRecords.Load() != 4 {
 		t.Fatalf("restores done %v, %d records restored; want both tasks, 4 records", done, stats.RestoredRecords.Load())
+	}
+}
+
+// A store whose offset its changelog no longer holds (records before it
+// were deleted) is wiped and restored in full, and the reset is counted
+// with the offsets it skipped.
+func TestChangelogResetIsCountedAndRestoredInFull(t *testing.T) {
+	ctx := context.Background()
+	cl := kclienttest.NewCluster()
+	r := newRig(t, cl, countTopology(t, nil), false, "")
+	r.cfg.Resets = &OffsetResets{}
+	c0 := kclient.TP{Topic: changelog(), Partition: 0}
+	put := func(from, to int) {
+		for i := from; i < to; i++ {
+			cl.Produce(changelog(), 0, kclienttest.Record{Key: fmt.Appendf(nil, "k%d", i), Value: []byte{0, 0, 0, 0, 0, 0, 0, 1}})
+		}
+	}
+	restore := func() int64 {
+		var stats ThreadStats
+		var health Health
+		res := newRestorer(r.cfg, r.cfg.Log, &stats, &health, &lazyAdmin{newAdmin: r.cfg.NewAdmin})
+		defer res.clear()
+		var tm taskManager
+		tm.clear()
+		t0 := tm.addTask(processor.TaskID{Subtopology: 0, Partition: 0}, nil)
+		t0.state = taskStarting
+		started, _, _, err := res.startRestore(ctx, []*task{t0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm.restoring(started)
+		for res.busy() {
+			if _, err := res.step(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return stats.RestoredRecords.Load()
+	}
+	put(0, 5)
+	if n := restore(); n != 5 || len(r.cfg.Resets.Reports()) != 0 {
+		t.Fatalf("first restore: %d records, resets %v; want 5, none", n, r.cfg.Resets.Reports())
+	}
+	put(5, 10)
+	if err := cl.NewAdmin().DeleteRecords(ctx, map[kclient.TP]int64{c0: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if n := restore(); n != 2 {
+		t.Errorf("after the changelog lost offsets 5..7: %d records restored, want the 2 it holds (read in full)", n)
+	}
+	want := []OffsetResetReport{{Topic: c0.Topic, Partition: 0, Kind: ResetChangelog, Policy: fullRestore, From: 5, To: 8, Earliest: 8, Resets: 1, Skipped: 3}}
+	got := r.cfg.Resets.Reports()
+	for i := range got {
+		got[i].At = time.Time{}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("resets %+v, want %+v", got, want)
 	}
 }

@@ -44,7 +44,7 @@ func newFranzConsumer(cfg Config, stream bool) (Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.reset, f.own = c.reset, true
+	f.reset, f.resets, f.own = c.reset, c.resets, true
 	if stream {
 		f.maxBytes, f.partBytes = groupFetchMaxBytes, groupFetchPartitionBytes
 		f.sizes(c)

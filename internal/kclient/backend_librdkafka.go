@@ -2,7 +2,10 @@
 
 package kclient
 
-import "maps"
+import (
+	"fmt"
+	"maps"
+)
 
 // Backend names the Kafka client this build of eddy uses: librdkafka
 // (confluent-kafka-go, cgo), chosen with the eddy_librdkafka build tag. Its
@@ -56,6 +59,22 @@ func NewGroupConsumer(cfg Config) (Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if fc.reset.Policy == ResetByDuration {
+		// librdkafka knows no by_duration: the fetcher resets; librdkafka
+		// keeps every partition paused.
+		if len(fc.unsupported) > 0 {
+			return nil, fmt.Errorf("kclient: auto.offset.reset %s needs eddy's fetcher, which these properties rule out: %w", fc.reset, fc.unsupportedErr())
+		}
+		cfg = maps.Clone(cfg)
+		cfg["auto.offset.reset"] = "latest"
+	}
+	if len(fc.unsupported) > 0 {
+		for topic, r := range fc.resets {
+			if r != fc.reset {
+				return nil, fmt.Errorf("kclient: topic %s's offset reset policy (%s) differs from auto.offset.reset (%s): per-source policies need eddy's fetcher, which these properties rule out: %w", topic, r, fc.reset, fc.unsupportedErr())
+			}
+		}
+	}
 	c, err := newLibrdkafkaConsumer(librdkafkaTuning(cfg, false))
 	if err != nil || len(fc.unsupported) > 0 {
 		return c, err
@@ -65,7 +84,7 @@ func NewGroupConsumer(cfg Config) (Consumer, error) {
 		c.Close()
 		return nil, err
 	}
-	f.reset, f.own = fc.reset, true
+	f.reset, f.resets, f.own = fc.reset, fc.resets, true
 	f.maxBytes, f.partBytes = groupFetchMaxBytes, groupFetchPartitionBytes
 	f.sizes(fc)
 	return newGroupConsumer(librdkafkaMember{c.(*consumer)}, f), nil

@@ -34,7 +34,8 @@ type clientConfig struct {
 	group         string // group.id
 	instanceID    string // group.instance.id
 	readCommitted bool
-	reset         resetPolicy // auto.offset.reset (the default: the end)
+	reset         Reset            // auto.offset.reset (the default: the end)
+	resets        map[string]Reset // TopicResets: per topic, over reset
 	// member: the group member's options (timeouts).
 	member []kgo.Opt
 	// producer: the producer's options; txnID its transactional.id.
@@ -61,7 +62,7 @@ var clientIgnored = map[string]bool{
 // wrong whichever client reads it.
 func parseClientConfig(cfg Config) (c clientConfig, err error) {
 	c.unsupported = map[string]string{}
-	c.reset = resetLatest
+	c.reset = Reset{Policy: ResetLatest}
 	str := func(k string) string {
 		v, ok := cfg[k]
 		if !ok || v == nil {
@@ -122,16 +123,15 @@ func parseClientConfig(cfg Config) (c clientConfig, err error) {
 		case "transactional.id":
 			c.txnID = str(k)
 		case "auto.offset.reset":
-			switch strings.ToLower(str(k)) {
-			case "earliest", "smallest", "beginning":
-				c.reset = resetEarliest
-			case "latest", "largest", "end":
-				c.reset = resetLatest
-			case "error", "none":
-				c.reset = resetNone
-			default:
-				return c, fmt.Errorf("kclient: auto.offset.reset = %q: want earliest, latest or none", str(k))
+			if c.reset, err = ParseReset(str(k)); err != nil {
+				return c, fmt.Errorf("kclient: auto.offset.reset: %w", err)
 			}
+		case TopicResets:
+			r, ok := cfg[k].(map[string]Reset)
+			if !ok {
+				return c, fmt.Errorf("kclient: %s is a map[string]kclient.Reset, not %T", k, cfg[k])
+			}
+			c.resets = r
 		case "isolation.level":
 			switch str(k) {
 			case "read_committed":

@@ -18,7 +18,9 @@ import (
 func (c Config) cm() *kafka.ConfigMap {
 	m := kafka.ConfigMap{}
 	for k, v := range c {
-		m[k] = v
+		if k != TopicResets { // the fetcher's
+			m[k] = v
+		}
 	}
 	return &m
 }
@@ -200,8 +202,11 @@ func (c *consumer) Assign(offsets map[TP]int64) error {
 	for tp, off := range offsets {
 		k := ktp(tp)
 		k.Offset = kafka.OffsetStored
-		if off >= 0 {
+		switch {
+		case off >= 0:
 			k.Offset = kafka.Offset(off)
+		case off == OffsetEarliest:
+			k.Offset = kafka.OffsetBeginning
 		}
 		tps = append(tps, k)
 	}

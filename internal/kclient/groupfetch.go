@@ -245,7 +245,7 @@ func (g *groupConsumer) Seek(tp TP, offset int64) error {
 	}
 	g.halt()
 	if offset < 0 {
-		offset = offsetEarliest
+		offset = OffsetEarliest
 	}
 	g.pos[tp] = offset
 	return nil

@@ -26,6 +26,11 @@ type TP struct {
 
 func (tp TP) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
 
+// OffsetEarliest, given to Consumer.Assign, starts a partition at its log
+// start whatever the reset policy (librdkafka's OFFSET_BEGINNING); -1
+// starts it at the committed offset, or as the policy says.
+const OffsetEarliest = -2
+
 // Rebalance is a group assignment change, delivered inside Consumer.Poll.
 type Rebalance struct {
 	Assigned []TP // partitions given to this member (eager: the whole new assignment)

@@ -58,11 +58,12 @@ type fetcher struct {
 	cl            *kgo.Client
 	readCommitted bool
 	decompressor  kgo.Decompressor
-	// reset, when set, is where a partition starts whose offset is
-	// negative or no longer in the log (auto.offset.reset): what a group
-	// member needs. Without it such an offset is an error (a changelog
-	// being restored).
-	reset resetPolicy
+	// reset is where a partition starts whose offset is negative or no
+	// longer in the log (auto.offset.reset), resets the same per topic:
+	// what a group member needs. A reader that is not own (a changelog
+	// being restored) never resets: such an offset is an error.
+	reset  Reset
+	resets map[string]Reset
 	// own: every record's key and value are copied out of the fetch
 	// response, as librdkafka's consumer hands them over — records a
 	// stream thread processes may be kept by the user's code, which must
@@ -100,21 +101,6 @@ type chunk struct {
 	err  error
 }
 
-// resetPolicy is auto.offset.reset: where reading starts when there is no
-// valid offset to start from.
-type resetPolicy int8
-
-const (
-	resetNone     resetPolicy = iota // an error
-	resetEarliest                    // the partition's log start
-	resetLatest                      // its end
-)
-
-// offsetEarliest, given to Assign, starts a partition at its log start
-// whatever the reset policy; any other negative offset starts it as the
-// policy says.
-const offsetEarliest = -2
-
 func newFetcher(c clientConfig) (*fetcher, error) {
 	opts := append(append([]kgo.Opt{}, c.conn...), kgo.RetryTimeout(fetchRequestTimeout))
 	cl, err := kgo.NewClient(opts...)
@@ -142,7 +128,7 @@ func (f *fetcher) sizes(c clientConfig) {
 
 func (f *fetcher) Assign(offsets map[TP]int64) error {
 	for tp, off := range offsets {
-		if off < 0 && f.reset == resetNone {
+		if off < 0 && !f.own {
 			return fmt.Errorf("reading %s: the changelog reader needs an offset, got %d", tp, off)
 		}
 	}
@@ -357,7 +343,7 @@ func (f *fetcher) run(ctx context.Context, next map[TP]int64, chunks chan<- chun
 						continue
 					}
 					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-						if errors.Is(err, kerr.OffsetOutOfRange) && f.reset != resetNone {
+						if errors.Is(err, kerr.OffsetOutOfRange) && f.own {
 							outOfRange = append(outOfRange, tp)
 							continue
 						}
@@ -400,15 +386,27 @@ func (f *fetcher) run(ctx context.Context, next map[TP]int64, chunks chan<- chun
 			}
 		}
 		if len(outOfRange) > 0 {
-			// Reset as auto.offset.reset says, and say so (librdkafka's
-			// consumer reports such a reset as an error event too).
+			// Reset as each partition's policy says, and say so: the
+			// caller counts and reports every reset.
 			from := maps.Clone(next)
 			if err := f.resolve(ctx, next, outOfRange); err != nil {
 				failed = err
 			} else {
+				starts := map[TP]int64{}
 				for _, tp := range outOfRange {
+					starts[tp] = -2
+				}
+				earliest, err := f.listOffsets(ctx, starts)
+				if err != nil {
+					earliest = nil // reported without it
+				}
+				for _, tp := range outOfRange {
+					reset := &OffsetReset{TP: tp, Policy: f.policy(tp), From: from[tp], To: next[tp], Earliest: -1}
+					if e, ok := earliest[tp]; ok {
+						reset.Earliest = e
+					}
 					select {
-					case chunks <- chunk{err: fmt.Errorf("reading %s: offset %d is not in the partition; reset to offset %d (auto.offset.reset)", tp, from[tp], next[tp])}:
+					case chunks <- chunk{err: reset}:
 					case <-ctx.Done():
 						return
 					}
@@ -456,29 +454,94 @@ func (f *fetcher) startFetch(ctx context.Context, leaders map[TP]int32, next map
 	return out
 }
 
+// policy is tp's offset reset policy.
+func (f *fetcher) policy(tp TP) Reset {
+	if r, ok := f.resets[tp.Topic]; ok {
+		return r
+	}
+	return f.reset
+}
+
 // resolve replaces, in next, every negative offset and the offsets of
 // reset (out of range) by the offsets they stand for: the log start for
-// offsetEarliest, else the start or the end as the reset policy says.
+// OffsetEarliest, else where the partition's reset policy says. Under the
+// policy none it fails with an *OffsetOutOfRange.
 func (f *fetcher) resolve(ctx context.Context, next map[TP]int64, reset []TP) error {
 	want := map[TP]int64{} // partition → ListOffsets timestamp (-2 start, -1 end)
-	policy := int64(-2)
-	if f.reset == resetLatest {
-		policy = -1
+	var refused []TP
+	now := time.Now()
+	byPolicy := func(tp TP) {
+		switch r := f.policy(tp); r.Policy {
+		case ResetEarliest:
+			want[tp] = -2
+		case ResetLatest:
+			want[tp] = -1
+		case ResetByDuration:
+			want[tp] = now.Add(-r.Back).UnixMilli()
+		default:
+			refused = append(refused, tp)
+		}
 	}
 	for tp, off := range next {
 		switch {
-		case off == offsetEarliest:
+		case off == OffsetEarliest:
 			want[tp] = -2
 		case off < 0:
-			want[tp] = policy
+			byPolicy(tp)
 		}
 	}
 	for _, tp := range reset {
-		want[tp] = policy
+		byPolicy(tp)
+	}
+	if len(refused) > 0 {
+		tp := refused[0]
+		ends := map[TP]int64{tp: -2}
+		earliest, err := f.listOffsets(ctx, ends)
+		if err != nil {
+			return err
+		}
+		ends[tp] = -1
+		latest, err := f.listOffsets(ctx, ends)
+		if err != nil {
+			return err
+		}
+		return &OffsetOutOfRange{TP: tp, Offset: next[tp], Earliest: earliest[tp], Latest: latest[tp]}
 	}
 	if len(want) == 0 {
 		return nil
 	}
+	got, err := f.listOffsets(ctx, want)
+	if err != nil {
+		return err
+	}
+	// A time after the partition's last record: its end.
+	ends := map[TP]int64{}
+	for tp, ts := range want {
+		if ts >= 0 && got[tp] < 0 {
+			ends[tp] = -1
+		}
+	}
+	if len(ends) > 0 {
+		end, err := f.listOffsets(ctx, ends)
+		if err != nil {
+			return err
+		}
+		maps.Copy(got, end)
+	}
+	for tp := range want {
+		off, ok := got[tp]
+		if !ok || off < 0 {
+			return fmt.Errorf("%w: no offset known for %s", ErrTransient, tp)
+		}
+		next[tp] = off
+	}
+	return nil
+}
+
+// listOffsets asks the partitions' leaders for the offsets of want's
+// timestamps (-2 the log start, -1 its end, else the first record at or
+// after that time; -1 when none is).
+func (f *fetcher) listOffsets(ctx context.Context, want map[TP]int64) (map[TP]int64, error) {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
 	if f.readCommitted {
@@ -500,7 +563,7 @@ func (f *fetcher) resolve(ctx context.Context, next map[TP]int64, reset []TP) er
 	defer cancel()
 	resp, err := req.RequestWith(rctx, f.cl) // the client sends each partition to its leader
 	if err != nil {
-		return franzErr("looking up partition offsets", err)
+		return nil, franzErr("looking up partition offsets", err)
 	}
 	got := map[TP]int64{}
 	for _, t := range resp.Topics {
@@ -510,19 +573,17 @@ func (f *fetcher) resolve(ctx context.Context, next map[TP]int64, reset []TP) er
 				continue
 			}
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return partitionErr(tp, -1, err)
+				return nil, partitionErr(tp, -1, err)
 			}
 			got[tp] = p.Offset
 		}
 	}
 	for tp := range want {
-		off, ok := got[tp]
-		if !ok || off < 0 {
-			return fmt.Errorf("%w: no offset known for %s", ErrTransient, tp)
+		if _, ok := got[tp]; !ok {
+			return nil, fmt.Errorf("%w: no offset known for %s", ErrTransient, tp)
 		}
-		next[tp] = off
 	}
-	return nil
+	return got, nil
 }
 
 // byTopic groups tps by topic, the topics in the order they first appear.

@@ -38,6 +38,9 @@ type NodeSpec struct {
 	DynamicSink bool
 	// Internal marks a source or sink of a repartition topic.
 	Internal bool
+	// OffsetReset: a source's offset reset policy, in auto.offset.reset's
+	// form ("": the application's).
+	OffsetReset string
 
 	// Types of the records the node takes and gives, checked by Validate.
 	InKey, InValue, OutKey, OutValue reflect.Type
