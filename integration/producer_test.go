@@ -103,10 +103,12 @@ func sameHeaders(a, b []kafkatest.Header) bool {
 }
 
 // TestProducerRefusalStopsTheRecordsAfterIt: a record the client refuses
-// (larger than the producer's message.max.bytes) fails a later Produce
-// and WaitDelivered, and no record queued after it is written: what
-// follows a lost record must not reach the topic, or a commit could pass
-// over the gap.
+// (larger than the producer's message.max.bytes) is refused by eddy's
+// client up front (rt.ErrRecordRefused: a bad record for the production
+// error handler) and the records after it go on; librdkafka refuses it
+// after the fact, and then it fails a later Produce and WaitDelivered and
+// no record queued after it is written: what follows a lost record must
+// not reach the topic, or a commit could pass over the gap.
 func TestProducerRefusalStopsTheRecordsAfterIt(t *testing.T) {
 	brokers := realBroker(t)
 	topic := kafkatest.UniqueName(t, "producer-refusal")
@@ -125,7 +127,40 @@ func TestProducerRefusalStopsTheRecordsAfterIt(t *testing.T) {
 			t.Fatalf("Produce %d: %v", i, err)
 		}
 	}
-	if err := produce(100, 50_000); err != nil && !isTooLarge(err) {
+	err = produce(100, 50_000)
+	if kclient.Backend == "franz-go" {
+		// eddy's client refuses it up front, as a bad record: the
+		// records after it go on.
+		if !errors.Is(err, rt.ErrRecordRefused) || !isTooLarge(err) {
+			t.Fatalf("Produce of the large record = %v, want a refusal (too large)", err)
+		}
+		for i := 101; i < 200; i++ {
+			if err := produce(i, 10); err != nil {
+				t.Fatalf("Produce %d after the refused record: %v", i, err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+		defer cancel()
+		if err := p.WaitDelivered(ctx); err != nil {
+			t.Fatalf("WaitDelivered = %v", err)
+		}
+		got := kafkatest.ConsumeAll(t, brokers, topic)
+		var keys []string
+		for _, r := range got {
+			keys = append(keys, string(r.Key))
+		}
+		var want []string
+		for i := range 200 {
+			if i != 100 {
+				want = append(want, fmt.Sprint(i))
+			}
+		}
+		if fmt.Sprint(keys) != fmt.Sprint(want) {
+			t.Fatalf("the topic holds %v, want every record but the refused one", keys)
+		}
+		return
+	}
+	if err != nil && !isTooLarge(err) {
 		t.Fatalf("Produce of the large record: %v", err)
 	}
 	// The refusal comes back once the sender reached the large record,

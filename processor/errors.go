@@ -1,6 +1,9 @@
 package processor
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // ErrorKind says at which stage a record failed.
 type ErrorKind int
@@ -12,9 +15,19 @@ const (
 	// ProcessingError: a processor returned an error or a function given to
 	// the DSL panicked.
 	ProcessingError
-	// ProductionError: output could not be serialized.
+	// ProductionError: output could not be serialized, or the brokers
+	// would refuse it (ErrRecordRefused).
 	ProductionError
 )
+
+// ErrRecordRefused is the cause (errors.Is) of a ProductionError for an
+// output record the brokers would refuse: its topic does not exist or the
+// ACLs do not allow writing it, it is larger than the topic's
+// max.message.bytes or than a producer batch, or it has no key and the
+// topic is compacted. Such a record is refused before it is produced, so
+// that under exactly-once the transaction goes on without it when the
+// handler continues or dead-letters.
+var ErrRecordRefused = errors.New("the brokers would refuse the record")
 
 func (k ErrorKind) String() string {
 	switch k {

@@ -36,6 +36,9 @@ func (th *Thread) Send(t *rt.Task, rec *rt.OutRecord) error {
 		}
 		ref.n++
 	}
+	if err := th.producer.Produce(rec); err != nil {
+		return err // a refused record (rt.ErrRecordRefused) goes to the handler
+	}
 	th.Stats.Produced.Add(1)
 	if m := th.cfg.Metrics; m != nil {
 		c := th.produced[rec.Topic]
@@ -45,7 +48,7 @@ func (th *Thread) Send(t *rt.Task, rec *rt.OutRecord) error {
 		}
 		c.Inc()
 	}
-	return th.producer.Produce(rec)
+	return nil
 }
 
 // commit makes everything processed since the last commit durable: flush

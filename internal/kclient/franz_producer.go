@@ -31,8 +31,9 @@ import (
 type franzProducer struct {
 	cl    *kgo.Client
 	txnID string
-	// maxRecord: a record larger than this fits in no batch.
-	maxRecord int
+	// guard refuses records the brokers would refuse, before they are
+	// produced.
+	guard *topicGuard
 
 	// ctx is every record's; Purge cancels it (records not sent yet
 	// fail) and makes a new one.
@@ -78,6 +79,11 @@ type heldOffsets struct {
 // processes its records again.
 
 func newFranzProducer(conf clientConfig) (*franzProducer, error) {
+	maxRecord := int(conf.batchMaxBytes)
+	if maxRecord == 0 {
+		maxRecord = 1_000_012
+	}
+	guard := newTopicGuard(nil, maxRecord)
 	opts := append(append([]kgo.Opt{}, conf.conn...),
 		// Kafka's default (franz-go's is snappy): compression.type sets one.
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
@@ -86,6 +92,9 @@ func newFranzProducer(conf clientConfig) (*franzProducer, error) {
 		kgo.ProducerLinger(10*time.Millisecond),
 	)
 	opts = append(opts, conf.producer...)
+	// After the configuration's batch.size: the guard's limit takes it
+	// into account, and a topic's max.message.bytes.
+	opts = append(opts, kgo.ProducerBatchMaxBytesFn(guard.batchMax))
 	if conf.txnID != "" {
 		opts = append(opts, kgo.TransactionalID(conf.txnID))
 	}
@@ -93,10 +102,8 @@ func newFranzProducer(conf clientConfig) (*franzProducer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kclient: creating the producer: %w", err)
 	}
-	p := &franzProducer{cl: cl, txnID: conf.txnID, last: map[TP]int64{}, maxRecord: int(conf.batchMaxBytes)}
-	if p.maxRecord == 0 {
-		p.maxRecord = 1_000_012
-	}
+	guard.cl = cl
+	p := &franzProducer{cl: cl, txnID: conf.txnID, last: map[TP]int64{}, guard: guard}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.promise = p.delivered
 	return p, nil
@@ -121,9 +128,11 @@ func (eddyPartitioner) Partition(r *kgo.Record, n int) int {
 	return rand.IntN(n)
 }
 
-// Produce returns a delivery failure a retry cannot cure (a record too
-// large, a topic the ACLs deny) once it is known: nothing produced after a
-// refused record may be committed, so the thread stops producing.
+// Produce returns a delivery failure a retry cannot cure (a topic the
+// ACLs deny) once it is known: nothing produced after a refused record may
+// be committed, so the thread stops producing. A record the brokers would
+// refuse is refused here (*RecordRefused), before anything after it, and
+// the producer goes on.
 func (p *franzProducer) Produce(rec *rt.OutRecord) error {
 	p.mu.Lock()
 	err := p.err
@@ -131,16 +140,7 @@ func (p *franzProducer) Produce(rec *rt.OutRecord) error {
 	if err != nil && !IsTransient(err) {
 		return err
 	}
-	if size := recordSize(rec); size > p.maxRecord {
-		// franz-go would refuse it later, with records after it already
-		// on their way: refuse it here, before anything after it.
-		err := fmt.Errorf("delivery to %s failed: %w (%d bytes, more than a batch holds: %d)", TP{Topic: rec.Topic, Partition: rec.Partition},
-			kerr.MessageTooLarge, size, p.maxRecord)
-		p.mu.Lock()
-		if p.err == nil {
-			p.err = err
-		}
-		p.mu.Unlock()
+	if err := p.guard.check(rec); err != nil {
 		return err
 	}
 	// The caller reuses its slices: the record and its bytes come from
@@ -234,6 +234,9 @@ func (p *franzProducer) delivered(r *kgo.Record, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
+		if refusedAfter(err) {
+			p.guard.forget(r.Topic) // its facts changed: ask again
+		}
 		cause := p.recordErr(r.Topic, err)
 		if p.err == nil {
 			p.err = fmt.Errorf("delivery to %s failed: %w", tp, cause)

@@ -356,7 +356,7 @@ func (s *SinkNode[K, V]) Process(rec processor.Record[K, V]) {
 		}
 	}
 	s.out = OutRecord{Topic: topic, Partition: -1, Key: kb, Value: vb, Timestamp: rec.Timestamp, Headers: rec.Headers}
-	s.T.Send(&s.out)
+	s.T.Produce(s.NodeName, &s.out)
 }
 
 // Store returns the task's store name as T.

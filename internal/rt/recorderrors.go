@@ -35,6 +35,11 @@ const (
 	ActionDeadLetter = processor.DeadLetter
 )
 
+// ErrRecordRefused marks output the brokers would refuse (processor's): a
+// collector's error wrapping it is a bad record, for the production error
+// handler.
+var ErrRecordRefused = processor.ErrRecordRefused
+
 // Handlers decide what happens to failed records. A nil handler fails.
 type Handlers struct {
 	Handle func(e *RecordError) ErrorAction

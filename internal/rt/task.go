@@ -407,6 +407,20 @@ func (t *Task) Send(rec *OutRecord) {
 	}
 }
 
+// Produce writes a sink node's record: one the brokers would refuse
+// (ErrRecordRefused) goes to the production error handler, as output that
+// cannot be serialized does.
+func (t *Task) Produce(node string, rec *OutRecord) {
+	err := t.cfg.Collector.Send(t, rec)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrRecordRefused):
+		t.HandleError(ErrProduction, node, err)
+	default:
+		t.fail(fmt.Errorf("task %s: sending to %s: %w", t.id, rec.Topic, err))
+	}
+}
+
 // Shared returns the object the task's nodes share under key, made by mk
 // on first use (the two sides of a join share a time tracker).
 func (t *Task) Shared(key string, mk func() any) any {
