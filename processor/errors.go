@@ -21,10 +21,11 @@ const (
 )
 
 // ErrRecordRefused is the cause (errors.Is) of a ProductionError for an
-// output record the brokers would refuse: its topic does not exist or the
-// ACLs do not allow writing it, it is larger than the topic's
-// max.message.bytes or than a producer batch, or it has no key and the
-// topic is compacted. Such a record is refused before it is produced, so
+// output record the brokers would refuse: its topic does not exist, it is
+// larger than the topic's max.message.bytes or than a producer batch, or
+// it has no key and the topic is compacted. (A topic the ACLs do not let
+// the application write stops it with an authorization error: every
+// record would be refused alike.) Such a record is refused before it is produced, so
 // that under exactly-once the transaction goes on without it when the
 // handler continues or dead-letters.
 var ErrRecordRefused = errors.New("the brokers would refuse the record")

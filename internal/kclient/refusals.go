@@ -23,9 +23,11 @@ import (
 // transaction goes on without it.
 
 // RecordRefused is the error of a record the brokers would refuse: its
-// topic does not exist or may not be written, it is larger than the topic
-// takes (max.message.bytes) or than a batch holds, or it has no key for a
-// compacted topic. errors.Is(err, rt.ErrRecordRefused) holds.
+// topic does not exist, it is larger than the topic takes
+// (max.message.bytes) or than a batch holds, or it has no key for a
+// compacted topic. errors.Is(err, rt.ErrRecordRefused) holds. (A topic
+// the ACLs do not let the producer write is no bad record but a security
+// error: every record is refused alike.)
 type RecordRefused struct {
 	Topic string
 	// Reason says why, with the numbers.
@@ -81,7 +83,9 @@ func (g *topicGuard) check(rec *rt.OutRecord) error {
 	case f.missing:
 		return refuse(kerr.UnknownTopicOrPartition, "the topic does not exist")
 	case f.denied:
-		return refuse(kerr.TopicAuthorizationFailed, "the ACLs do not allow WRITE on the topic")
+		// No bad record: a missing ACL refuses every record alike, and
+		// is a configuration to fix (as Kafka Streams, fatal).
+		return deniedErr(fmt.Sprintf("WRITE on topic %q", rec.Topic), kerr.TopicAuthorizationFailed)
 	case f.maxBytes > 0 && size > f.maxBytes:
 		return refuse(kerr.MessageTooLarge, "%d bytes, more than the topic's max.message.bytes (%d)", size, f.maxBytes)
 	case size > g.maxRecord:
