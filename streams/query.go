@@ -249,7 +249,11 @@ func (a *App) checkKeyTask(s *rt.StoreSpec, key any, o queryOptions) error {
 	if n <= 0 {
 		return nil // not started: the view refuses
 	}
-	task := fmt.Sprintf("%d_%d", s.Subtopology, kclient.KeyPartition(kb, n))
+	p, err := a.keyPartition(s, kb, n)
+	if err != nil {
+		return err
+	}
+	task := fmt.Sprintf("%d_%d", s.Subtopology, p)
 	for _, th := range threads {
 		for _, tk := range th.Snapshot().Tasks {
 			if tk.ID == task && tk.Restoring {
@@ -516,7 +520,9 @@ func (q *sessionQuery[K, VS, V]) FetchAll(from, to int64) ([]stores.KeyWindowEnt
 
 // MetadataForKey says which instance owns key in store: the task and
 // partition the key belongs to (by Kafka's default partitioner, murmur2 of
-// the key as the store's serde writes it), the instance that has that
+// the key as the store's serde writes it, or by the stream partitioner
+// that placed the store's input: Repartitioned or Produced
+// WithStreamPartitioner), the instance that has that
 // task now and the instances that follow it as standbys, as the instances
 // advertise them (Config.ApplicationServer). key must have the store's key
 // type. It fails with ErrNotQueryable while no instance has the task
@@ -536,6 +542,30 @@ func (a *App) MetadataForKey(store string, key any) (KeyMetadata, error) {
 	return a.metadataForKeyBytes(s, kb)
 }
 
+// keyPartition is the partition, among n, of store s's key kb: where the
+// stream partitioner of the sink writing the store's input puts it
+// (topology's WithStreamPartitioner), else Kafka's default partitioner's
+// (murmur2). A partitioner that drops the key, or puts it in several
+// partitions, leaves no partition to ask.
+func (a *App) keyPartition(s *rt.StoreSpec, kb []byte, n int32) (int32, error) {
+	place := a.prog.KeyPartitions(s.Subtopology)
+	if place == nil {
+		return kclient.KeyPartition(kb, n), nil
+	}
+	parts, ok, err := place(kb, n)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("streams: store %q: placing the key: %w", s.Name(), err)
+	case !ok:
+		return kclient.KeyPartition(kb, n), nil
+	case len(parts) == 1:
+		return parts[0], nil
+	case len(parts) == 0:
+		return 0, fmt.Errorf("streams: store %q: the stream partitioner drops the key: no partition holds it", s.Name())
+	}
+	return 0, fmt.Errorf("streams: store %q: the stream partitioner puts the key in partitions %v (multicast): query each with the partition's task, not by key", s.Name(), parts)
+}
+
 func (a *App) metadataForKeyBytes(s *rt.StoreSpec, kb []byte) (KeyMetadata, error) {
 	a.mu.Lock()
 	n, processID, dir := a.subPartitions[s.Subtopology], a.procID, a.directory
@@ -543,7 +573,10 @@ func (a *App) metadataForKeyBytes(s *rt.StoreSpec, kb []byte) (KeyMetadata, erro
 	if n <= 0 {
 		return KeyMetadata{}, fmt.Errorf("%w: store %q: the app has not started", ErrNotQueryable, s.Name())
 	}
-	p := kclient.KeyPartition(kb, n)
+	p, err := a.keyPartition(s, kb, n)
+	if err != nil {
+		return KeyMetadata{}, err
+	}
 	task := fmt.Sprintf("%d_%d", s.Subtopology, p)
 	md := KeyMetadata{Task: task, Partition: p}
 	if _, ok := a.localStandby(task); ok {

@@ -7,6 +7,7 @@ import (
 	"unicode"
 
 	"github.com/eddy-go/eddy/serde"
+	"github.com/eddy-go/eddy/streams/streamstest"
 	"github.com/eddy-go/eddy/topology"
 )
 
@@ -111,4 +112,85 @@ func ExampleConsumedOptions_WithOffsetReset() {
 	}
 	fmt.Println(topology.ResetNone, lastHour)
 	// Output: none by_duration:PT3600S
+}
+
+// Alerts go to the partition of their region (regions are numbered), and
+// an alert for every region to all of them: a stream partitioner places
+// each record, multicasting and dropping as KIP-837 allows.
+func ExampleProducedOptions_WithStreamPartitioner() {
+	str := serde.String()
+	byRegion := func(_ string, region string, _ *string, n int32) ([]int32, bool) {
+		switch region {
+		case "all":
+			return []int32{0, 1, 2}, true
+		case "test":
+			return nil, true // dropped
+		}
+		var p int32
+		fmt.Sscanf(region, "region-%d", &p)
+		return []int32{p % n}, true
+	}
+	b := topology.NewBuilder()
+	topology.Stream(b, "alerts", topology.Consumed(str, str)).
+		To("regional-alerts", topology.Produced(str, str).WithStreamPartitioner(byRegion))
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	d, err := streamstest.Open(top, streamstest.Options{Partitions: map[string]int32{"regional-alerts": 3}})
+	if err != nil {
+		panic(err)
+	}
+	defer d.Close()
+	in := streamstest.Input(d, "alerts", str, str)
+	in.Pipe("region-2", "flood")
+	in.Pipe("all", "maintenance")
+	in.Pipe("test", "ignore me")
+	byPartition := streamstest.Output(d, "regional-alerts", str, str).ReadRecordsByPartition()
+	for p := range int32(3) {
+		for _, r := range byPartition[p] {
+			fmt.Println(p, r.Value)
+		}
+	}
+	// Output:
+	// 0 maintenance
+	// 1 maintenance
+	// 2 flood
+	// 2 maintenance
+}
+
+// One user makes half the clicks: a plain count would aggregate all of
+// them in one task. CountSpread counts each user's clicks under 8 salted
+// keys spread over the partitions, then adds up the 8 partial counts.
+func ExampleCountSpread() {
+	str := serde.String()
+	b := topology.NewBuilder()
+	clicks := topology.Stream(b, "clicks", topology.Consumed(str, str))
+	topology.CountSpread(clicks.GroupByKey(), 8, topology.Materialized[string, int64]("clicks-per-user"))
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	d, err := streamstest.Open(top)
+	if err != nil {
+		panic(err)
+	}
+	defer d.Close()
+	in := streamstest.Input(d, "clicks", str, str)
+	for i := range 1000 {
+		user := "celebrity"
+		if i%2 == 1 {
+			user = fmt.Sprintf("user-%d", i%5)
+		}
+		in.Pipe(user, "/home")
+	}
+	counts := streamstest.KeyValueStore[string, int64](d, "clicks-per-user")
+	for _, u := range []string{"celebrity", "user-1", "user-3"} {
+		n, _, _ := counts.Get(u)
+		fmt.Println(u, n)
+	}
+	// Output:
+	// celebrity 500
+	// user-1 100
+	// user-3 100
 }

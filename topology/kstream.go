@@ -78,14 +78,32 @@ func sourceNode[K, V any](b *Builder, name string, topics []string, ks serde.Ser
 }
 
 func sinkNode[K, V any](b *Builder, name string, parent *rt.NodeSpec, topic string, chooser rt.TopicChooser[K, V], ks serde.Serde[K], vs serde.Serde[V], internal bool) *rt.NodeSpec {
+	return partitionedSink(b, name, parent, topic, chooser, nil, ks, vs, internal)
+}
+
+// partitionedSink is sinkNode placing records with sp (nil: the default
+// partitioner).
+func partitionedSink[K, V any](b *Builder, name string, parent *rt.NodeSpec, topic string, chooser rt.TopicChooser[K, V], sp StreamPartitioner[K, V], ks serde.Serde[K], vs serde.Serde[V], internal bool) *rt.NodeSpec {
 	if ks == nil || vs == nil {
 		b.errorf("sink %q to %q has no serde for Record[%s, %s]: pass them in Produced", name, topic, rt.TypeOf[K](), rt.TypeOf[V]())
 	}
-	return b.add(&rt.NodeSpec{
+	spec := &rt.NodeSpec{
 		Name: name, Kind: rt.KindSink, Topic: topic, DynamicSink: chooser != nil, Internal: internal,
 		InKey: rt.TypeOf[K](), InValue: rt.TypeOf[V](),
-		Build: func(bc *rt.BuildCtx) (rt.Node, error) { return rt.NewSinkNode(bc, ks, vs, chooser), nil },
-	}, parent)
+		Build: func(bc *rt.BuildCtx) (rt.Node, error) {
+			return rt.NewSinkNode(bc, ks, vs, chooser, rt.Partitioner[K, V](sp)), nil
+		},
+	}
+	if sp != nil && ks != nil {
+		spec.KeyPartitions = func(kb []byte, n int32) ([]int32, bool, error) {
+			key, err := ks.Deserialize(topic, kb)
+			if err != nil {
+				return nil, false, err
+			}
+			return rt.CheckPartitions(name, topic, n, func() ([]int32, bool) { return sp(topic, key, nil, n) })
+		}
+	}
+	return b.add(spec, parent)
 }
 
 // simple adds a processor whose node is made by mk from its children.
@@ -275,7 +293,7 @@ func (s *KStream[K, V]) To(topic string, p ...ProducedOptions[K, V]) {
 	if topic == "" {
 		s.b.errorf("To after %q: empty topic name", s.node.Name)
 	}
-	sinkNode(s.b, s.b.nameOr(po.name, "KSTREAM-SINK-"), s.node, topic, nil,
+	partitionedSink(s.b, s.b.nameOr(po.name, "KSTREAM-SINK-"), s.node, topic, nil, po.partitioner,
 		pickSerde(po.keySerde, s.keySerde), pickSerde(po.valueSerde, s.valueSerde), false)
 }
 
@@ -289,7 +307,7 @@ func (s *KStream[K, V]) ToTopicFunc(choose func(processor.Record[K, V]) string, 
 		s.b.errorf("ToTopicFunc after %q: nil topic chooser", s.node.Name)
 		return
 	}
-	sinkNode(s.b, s.b.nameOr(po.name, "KSTREAM-SINK-"), s.node, "", rt.TopicChooser[K, V](choose),
+	partitionedSink(s.b, s.b.nameOr(po.name, "KSTREAM-SINK-"), s.node, "", rt.TopicChooser[K, V](choose), po.partitioner,
 		pickSerde(po.keySerde, s.keySerde), pickSerde(po.valueSerde, s.valueSerde), false)
 }
 
@@ -376,6 +394,12 @@ var generatedName = regexp.MustCompile(`^KSTREAM.*-[0-9]{10}$`)
 // Streams' createRepartitionedSource: sink, null-key filter and source
 // nodes, named after the topic unless the prefix is a generated name.
 func repartition[K, V any](b *Builder, parent *rt.NodeSpec, prefix string, ks serde.Serde[K], vs serde.Serde[V], partitions int32) *rt.NodeSpec {
+	return repartitionWith(b, parent, prefix, ks, vs, partitions, nil)
+}
+
+// repartitionWith is repartition placing the records with sp (nil: by
+// key, the default partitioner).
+func repartitionWith[K, V any](b *Builder, parent *rt.NodeSpec, prefix string, ks serde.Serde[K], vs serde.Serde[V], partitions int32, sp StreamPartitioner[K, V]) *rt.NodeSpec {
 	topic := prefix
 	if !strings.HasSuffix(topic, "-repartition") {
 		topic += "-repartition"
@@ -390,7 +414,7 @@ func repartition[K, V any](b *Builder, parent *rt.NodeSpec, prefix string, ks se
 			topic, parent.Name, rt.TypeOf[K](), rt.TypeOf[V]())
 	}
 	filter := b.add(processorSpec[K, V, K, V](filterName, buildPass[K, V]), parent)
-	sinkNode(b, sinkName, filter, topic, nil, ks, vs, true)
+	partitionedSink(b, sinkName, filter, topic, nil, sp, ks, vs, true)
 	for _, t := range b.repart {
 		if t.Name == topic {
 			b.errorf("repartition topic %q is created twice (name the operations with Grouped/Named)", topic)
@@ -410,7 +434,7 @@ func (s *KStream[K, V]) Repartition(r ...RepartitionedOptions[K, V]) *KStream[K,
 	}
 	name := s.b.nameOr(ro.name, "KSTREAM-REPARTITION-")
 	ks, vs := pickSerde(ro.keySerde, s.keySerde), pickSerde(ro.valueSerde, s.valueSerde)
-	src := repartition(s.b, s.node, name, ks, vs, ro.partitions)
+	src := repartitionWith(s.b, s.node, name, ks, vs, ro.partitions, ro.partitioner)
 	return newStream(s.b, src, ks, vs, false)
 }
 

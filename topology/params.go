@@ -128,11 +128,29 @@ func (c ConsumedOptions[K, V]) WithName(name string) ConsumedOptions[K, V] {
 	return c
 }
 
-// ProducedOptions are the parameters of a sink: serdes and name.
+// ProducedOptions are the parameters of a sink: serdes, name and stream
+// partitioner.
 type ProducedOptions[K, V any] struct {
-	keySerde   serde.Serde[K]
-	valueSerde serde.Serde[V]
-	name       string
+	keySerde    serde.Serde[K]
+	valueSerde  serde.Serde[V]
+	name        string
+	partitioner StreamPartitioner[K, V]
+}
+
+// StreamPartitioner chooses the partitions of a record written to a topic
+// of numPartitions partitions (Kafka Streams' StreamPartitioner, KIP-837):
+// with ok false the default partitioner places it (murmur2 of the
+// serialized key, as Kafka's Java client); else it goes to each partition
+// returned (several: multicast, each a copy; none: dropped). value is nil
+// for a tombstone, and for interactive queries, which ask where a key is
+// (MetadataForKey): a partitioner that looks at values cannot answer those
+// by key alone. A partition out of range is a production error.
+type StreamPartitioner[K, V any] func(topic string, key K, value *V, numPartitions int32) (partitions []int32, ok bool)
+
+// WithStreamPartitioner places the sink's records with sp.
+func (p ProducedOptions[K, V]) WithStreamPartitioner(sp StreamPartitioner[K, V]) ProducedOptions[K, V] {
+	p.partitioner = sp
+	return p
 }
 
 // Produced returns sink parameters with the key and value serdes.
@@ -168,10 +186,19 @@ func (g GroupedOptions[K, V]) WithName(name string) GroupedOptions[K, V] {
 
 // RepartitionedOptions are the parameters of an explicit repartition.
 type RepartitionedOptions[K, V any] struct {
-	keySerde   serde.Serde[K]
-	valueSerde serde.Serde[V]
-	name       string
-	partitions int32
+	keySerde    serde.Serde[K]
+	valueSerde  serde.Serde[V]
+	name        string
+	partitions  int32
+	partitioner StreamPartitioner[K, V]
+}
+
+// WithStreamPartitioner places the records in the repartition topic with
+// sp (so they reach the tasks sp chooses); a store downstream is then
+// queried where sp puts each key.
+func (r RepartitionedOptions[K, V]) WithStreamPartitioner(sp StreamPartitioner[K, V]) RepartitionedOptions[K, V] {
+	r.partitioner = sp
+	return r
 }
 
 // Repartitioned returns repartition parameters with the serdes.

@@ -51,6 +51,9 @@ func (th *Thread) Send(t *rt.Task, rec *rt.OutRecord) error {
 	return nil
 }
 
+// Partitions implements rt.Collector.
+func (th *Thread) Partitions(topic string) (int32, error) { return th.sinks.partitions(th, topic) }
+
 // commit makes everything processed since the last commit durable: flush
 // the stores' caches (forwarding what they held back) while the input
 // offsets go out, commit the records sent and the offsets together

@@ -88,6 +88,8 @@ type Thread struct {
 	Health    Health
 	snapshots snapshotter
 	produced  map[string]prometheus.Counter // by topic, when metrics are on
+	// sinks: partition counts for the sinks' stream partitioners.
+	sinks sinkTopics
 }
 
 // NewThread returns stream thread idx.

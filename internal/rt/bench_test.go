@@ -19,6 +19,8 @@ type countingCollector struct{ n int }
 
 func (c *countingCollector) Send(*rt.Task, *rt.OutRecord) error { c.n++; return nil }
 
+func (c *countingCollector) Partitions(string) (int32, error) { return 1, nil }
+
 func newTask(b *testing.B, top *topology.Topology, backend storage.Backend, cache *storage.Cache, c rt.Collector) (*rt.Task, *storage.WriteSet) {
 	prog, _ := rt.ProgramOf(top)
 	ws := storage.NewWriteSet(backend)

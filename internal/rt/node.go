@@ -3,6 +3,7 @@ package rt
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/eddy-go/eddy/processor"
@@ -306,27 +307,35 @@ func (s *SourceNodeOf[K, V]) ProcessRaw(r *RawRecord) {
 // TopicChooser picks a sink's topic per record.
 type TopicChooser[K, V any] func(rec processor.Record[K, V]) string
 
+// Partitioner chooses the partitions of a sink's record (value nil for a
+// tombstone) among numPartitions: ok false leaves it to the default
+// partitioner; several partitions multicast it, none drop it.
+type Partitioner[K, V any] func(topic string, key K, value *V, numPartitions int32) (partitions []int32, ok bool)
+
 // SinkNode serializes records and sends them to a topic.
 type SinkNode[K, V any] struct {
 	Base
-	topic    string
-	chooser  TopicChooser[K, V]
-	ks       serde.Serde[K]
-	vs       serde.Serde[V]
-	internal bool
-	out      OutRecord // reused: collectors do not keep records
+	topic       string
+	chooser     TopicChooser[K, V]
+	partitioner Partitioner[K, V]
+	ks          serde.Serde[K]
+	vs          serde.Serde[V]
+	internal    bool
+	out         OutRecord // reused: collectors do not keep records
 }
 
 // NewSinkNode builds a sink to a fixed topic (resolved if internal) or to
-// the topic chooser picks.
-func NewSinkNode[K, V any](b *BuildCtx, ks serde.Serde[K], vs serde.Serde[V], chooser TopicChooser[K, V]) *SinkNode[K, V] {
+// the topic chooser picks, placing records with partitioner (nil: the
+// default partitioner).
+func NewSinkNode[K, V any](b *BuildCtx, ks serde.Serde[K], vs serde.Serde[V], chooser TopicChooser[K, V], partitioner Partitioner[K, V]) *SinkNode[K, V] {
 	return &SinkNode[K, V]{
-		Base:     Base{b.Spec.Name, b.Task},
-		topic:    b.Task.Topic(b.Spec.Topic, b.Spec.Internal),
-		chooser:  chooser,
-		ks:       ks,
-		vs:       vs,
-		internal: b.Spec.Internal,
+		Base:        Base{b.Spec.Name, b.Task},
+		topic:       b.Task.Topic(b.Spec.Topic, b.Spec.Internal),
+		chooser:     chooser,
+		partitioner: partitioner,
+		ks:          ks,
+		vs:          vs,
+		internal:    b.Spec.Internal,
 	}
 }
 
@@ -356,7 +365,55 @@ func (s *SinkNode[K, V]) Process(rec processor.Record[K, V]) {
 		}
 	}
 	s.out = OutRecord{Topic: topic, Partition: -1, Key: kb, Value: vb, Timestamp: rec.Timestamp, Headers: rec.Headers}
-	s.T.Produce(s.NodeName, &s.out)
+	if s.partitioner == nil {
+		s.T.Produce(s.NodeName, &s.out)
+		return
+	}
+	var value *V
+	if !rec.NullValue {
+		value = &rec.Value
+	}
+	parts, ok, err := s.place(topic, rec.Key, value)
+	switch {
+	case err != nil:
+		s.T.HandleError(ErrProduction, s.NodeName, err)
+	case !ok:
+		s.T.Produce(s.NodeName, &s.out)
+	default:
+		for _, p := range parts {
+			s.out.Partition = p
+			s.T.Produce(s.NodeName, &s.out)
+		}
+	}
+}
+
+// place asks the sink's partitioner where a record goes: its partitions,
+// each once and in range, or ok false for the default partitioner.
+func (s *SinkNode[K, V]) place(topic string, key K, value *V) ([]int32, bool, error) {
+	n, err := s.T.Partitions(topic)
+	if err != nil {
+		return nil, false, err
+	}
+	return CheckPartitions(s.NodeName, topic, n, func() ([]int32, bool) { return s.partitioner(topic, key, value, n) })
+}
+
+// CheckPartitions runs a stream partitioner's choice for a topic of n
+// partitions: repeats are dropped, a partition out of range is an error.
+func CheckPartitions(node, topic string, n int32, choose func() ([]int32, bool)) ([]int32, bool, error) {
+	parts, ok := choose()
+	if !ok {
+		return nil, false, nil
+	}
+	out := make([]int32, 0, len(parts))
+	for _, p := range parts {
+		if p < 0 || p >= n {
+			return nil, false, fmt.Errorf("sink %s: the stream partitioner chose partition %d of topic %q, which has %d partitions", node, p, topic, n)
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out, true, nil
 }
 
 // Store returns the task's store name as T.

@@ -7,6 +7,7 @@ package rt
 
 import (
 	"reflect"
+	"slices"
 
 	"github.com/eddy-go/eddy/internal/storage"
 )
@@ -41,6 +42,11 @@ type NodeSpec struct {
 	// OffsetReset: a source's offset reset policy, in auto.offset.reset's
 	// form ("": the application's).
 	OffsetReset string
+	// KeyPartitions, for a sink with a stream partitioner, gives the
+	// partitions a serialized key goes to (as for a tombstone: the value
+	// unknown) among n, ok false for the default partitioner: how
+	// interactive queries find keys the partitioner placed.
+	KeyPartitions func(key []byte, n int32) (partitions []int32, ok bool, err error)
 
 	// Types of the records the node takes and gives, checked by Validate.
 	InKey, InValue, OutKey, OutValue reflect.Type
@@ -178,4 +184,21 @@ func (p *Program) HasLoggedStores() bool {
 		}
 	}
 	return false
+}
+
+// KeyPartitions returns how the records of sub-topology sub's stores are
+// placed when a sink with a stream partitioner writes one of its source
+// topics (NodeSpec.KeyPartitions); nil: by Kafka's default partitioner.
+func (p *Program) KeyPartitions(sub int) func(key []byte, n int32) ([]int32, bool, error) {
+	for _, st := range p.Subtopologies {
+		if st.ID != sub {
+			continue
+		}
+		for _, n := range p.Nodes {
+			if n.Kind == KindSink && n.KeyPartitions != nil && slices.Contains(st.SourceTopics, n.Topic) {
+				return n.KeyPartitions
+			}
+		}
+	}
+	return nil
 }

@@ -57,6 +57,10 @@ type OutRecord struct {
 // record after Send returns.
 type Collector interface {
 	Send(task *Task, rec *OutRecord) error
+	// Partitions returns topic's partition count, for a sink's stream
+	// partitioner; a topic that does not exist is an error wrapping
+	// ErrRecordRefused.
+	Partitions(topic string) (int32, error)
 }
 
 // TaskConfig is what a runtime gives NewTask.
@@ -406,6 +410,9 @@ func (t *Task) Send(rec *OutRecord) {
 		t.fail(fmt.Errorf("task %s: sending to %s: %w", t.id, rec.Topic, err))
 	}
 }
+
+// Partitions returns topic's partition count (Collector.Partitions).
+func (t *Task) Partitions(topic string) (int32, error) { return t.cfg.Collector.Partitions(topic) }
 
 // Produce writes a sink node's record: one the brokers would refuse
 // (ErrRecordRefused) goes to the production error handler, as output that

@@ -8,6 +8,7 @@ import (
 
 	"github.com/eddy-go/eddy/internal/storage"
 
+	"github.com/eddy-go/eddy/internal/kclient"
 	"github.com/eddy-go/eddy/internal/rt"
 	"github.com/eddy-go/eddy/processor"
 	"github.com/eddy-go/eddy/topology"
@@ -33,6 +34,14 @@ type Options struct {
 	OnError func(*processor.RecordError) processor.ErrorAction
 	// DeadLetterTopic receives dead-lettered records.
 	DeadLetterTopic string
+	// Partitions gives topics the topology writes a partition count (by
+	// default every topic has one): a stream partitioner
+	// (topology.ProducedOptions.WithStreamPartitioner) chooses among
+	// them, and records it does not place go where Kafka's default
+	// partitioner would (murmur2 of the key). OutputTopic's
+	// ReadRecordsByPartition shows where each record went. The records
+	// are still processed by one task.
+	Partitions map[string]int32
 	// EmitInterval throttles, on the wall clock, how often operations
 	// that emit on window close look for closed windows, as the Kafka
 	// runtime does (once a second). Default 0: they look after every
@@ -164,13 +173,28 @@ type collector struct{ d *Driver }
 
 func (c collector) Send(_ *rt.Task, rec *rt.OutRecord) error { return c.d.send(rec) }
 
+func (c collector) Partitions(topic string) (int32, error) { return c.d.partitions(topic), nil }
+
+// partitions is topic's partition count (Options.Partitions, else 1).
+func (d *Driver) partitions(topic string) int32 {
+	if n := d.opts.Partitions[topic]; n > 0 {
+		return n
+	}
+	return 1
+}
+
 // send takes what a task writes: records to repartition topics are queued
 // for the sub-topology reading them; everything is logged per topic.
 func (d *Driver) send(rec *rt.OutRecord) error {
 	cp := *rec
 	cp.Key = cloneBytes(rec.Key)
 	cp.Value = cloneBytes(rec.Value)
-	cp.Partition = 0
+	if n := d.partitions(cp.Topic); cp.Partition < 0 || cp.Partition >= n {
+		cp.Partition = 0
+		if rec.Key != nil && n > 1 {
+			cp.Partition = kclient.KeyPartition(rec.Key, n)
+		}
+	}
 	log := d.topics[cp.Topic]
 	if log == nil {
 		log = &topicLog{}

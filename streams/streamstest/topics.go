@@ -122,6 +122,18 @@ func (o *OutputTopic[K, V]) ReadRecord() (processor.Record[K, V], bool) {
 	return out, true
 }
 
+// ReadRecordsByPartition returns every record not read yet, by the
+// partition it was written to (see Options.Partitions).
+func (o *OutputTopic[K, V]) ReadRecordsByPartition() map[int32][]processor.Record[K, V] {
+	out := map[int32][]processor.Record[K, V]{}
+	for o.Len() > 0 {
+		p := o.d.topics[o.topic].recs[o.pos].Partition
+		r, _ := o.ReadRecord()
+		out[p] = append(out[p], r)
+	}
+	return out
+}
+
 // ReadRecords returns every record not read yet.
 func (o *OutputTopic[K, V]) ReadRecords() []processor.Record[K, V] {
 	var out []processor.Record[K, V]
