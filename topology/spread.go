@@ -181,21 +181,36 @@ func (s partialsSerde[VA]) Serialize(topic string, p partials[VA]) ([]byte, erro
 	return out, nil
 }
 
-var errPartials = errors.New("partial aggregates cut short")
+var errPartials = errors.New("partial aggregates cut short or malformed")
+
+// minimalUvarint reads a uvarint written in as few bytes as it takes (as
+// Serialize writes it): a number written in more bytes is corrupt.
+func minimalUvarint(b []byte) (uint64, int) {
+	n, w := binary.Uvarint(b)
+	if w > 0 && w != len(binary.AppendUvarint(nil, n)) {
+		return 0, -1
+	}
+	return n, w
+}
 
 func (s partialsSerde[VA]) Deserialize(topic string, b []byte) (partials[VA], error) {
-	n, w := binary.Uvarint(b)
+	n, w := minimalUvarint(b)
 	if w <= 0 || n > uint64(len(b)) {
 		return nil, errPartials
 	}
 	b = b[w:]
+	var last int32
 	p := make(partials[VA], n)
-	for range n {
+	for i := range n {
 		if len(b) < 4 {
 			return nil, errPartials
 		}
 		salt := int32(binary.BigEndian.Uint32(b))
-		l, w := binary.Uvarint(b[4:])
+		if i > 0 && salt <= last {
+			return nil, fmt.Errorf("partial aggregates: salt %d after %d (they ascend)", salt, last)
+		}
+		last = salt
+		l, w := minimalUvarint(b[4:])
 		if w <= 0 || l > uint64(len(b)-4-w) {
 			return nil, errPartials
 		}
