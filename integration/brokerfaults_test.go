@@ -325,6 +325,7 @@ func runOutages(t *testing.T, c *scriptCluster, a *sumApp, extra []string, recor
 // twice. Output exact.
 func TestBrokerRestartsExactlyOnce(t *testing.T) {
 	realBroker(t)
+	t.Parallel() // a cluster of its own; mostly waiting out outages
 	c := startScriptCluster(t, 1)
 	a := newSumApp(t, c.bootstrap(), 4)
 	one := func() int { return 1 }
@@ -338,6 +339,7 @@ func TestBrokerRestartsExactlyOnce(t *testing.T) {
 // The same under at-least-once: nothing lost.
 func TestBrokerRestartsAtLeastOnce(t *testing.T) {
 	realBroker(t)
+	t.Parallel() // a cluster of its own; mostly waiting out outages
 	c := startScriptCluster(t, 1)
 	a := newSumApp(t, c.bootstrap(), 4)
 	one := func() int { return 1 }
@@ -352,6 +354,7 @@ func TestBrokerRestartsAtLeastOnce(t *testing.T) {
 // transactions when it comes back; the app recovers by itself, exactly.
 func TestBrokerDownLongerThanTransactionTimeout(t *testing.T) {
 	realBroker(t)
+	t.Parallel() // a cluster of its own; mostly waiting out outages
 	c := startScriptCluster(t, 1)
 	a := newSumApp(t, c.bootstrap(), 4)
 	one := func() int { return 1 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -190,14 +191,23 @@ func repoRoot() string {
 // it as its local port, and a client retrying 127.0.0.1:P from local port
 // P connects to itself (TCP simultaneous open), so the restarted broker
 // could not bind ("Unable to start acceptor").
+//
+// A range is reserved for the test that got it until it ends: tests
+// running side by side start their brokers seconds after choosing ports.
 func freePortRange(t *testing.T, n int) int {
 	t.Helper()
 	const lo, hi = 20000, 32700
 	start := lo + os.Getpid()%300*40
+	reservedMu.Lock()
+	defer reservedMu.Unlock()
 	for i := 0; i < (hi-lo)/20; i++ {
 		base := lo + (start-lo+i*20)%(hi-lo-n)
 		ok := true
 		for p := base; p < base+n && ok; p++ {
+			if reserved[p] {
+				ok = false
+				break
+			}
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 			if err != nil {
 				ok = false
@@ -206,9 +216,25 @@ func freePortRange(t *testing.T, n int) int {
 			l.Close()
 		}
 		if ok {
+			for p := base; p < base+n; p++ {
+				reserved[p] = true
+			}
+			t.Cleanup(func() {
+				reservedMu.Lock()
+				defer reservedMu.Unlock()
+				for p := base; p < base+n; p++ {
+					delete(reserved, p)
+				}
+			})
 			return base
 		}
 	}
 	t.Fatal("no free port range")
 	return 0
 }
+
+// reserved are the ports freePortRange gave tests still running.
+var (
+	reservedMu sync.Mutex
+	reserved   = map[int]bool{}
+)
