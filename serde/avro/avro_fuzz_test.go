@@ -3,6 +3,7 @@ package avro_test
 import (
 	"encoding/binary"
 	"math/big"
+	"strings"
 	"testing"
 
 	"github.com/riferrei/srclient"
@@ -83,4 +84,23 @@ func FuzzAvroDeserialize(f *testing.F) {
 		}
 		_, _ = reader.Deserialize("payments", data)
 	})
+}
+
+// A block count larger than the bytes left could hold is refused before
+// the codec sizes a map or slice by it (a fuzzer's 40-byte record asked
+// for hundreds of millions of map entries: seconds and gigabytes).
+func TestHugeBlockCountsAreRefused(t *testing.T) {
+	mock := srclient.CreateMockSchemaRegistryClient("mock://")
+	if _, err := mock.SetSchema(1, "payments-value", paymentSchema, srclient.Avro, 1); err != nil {
+		t.Fatal(err)
+	}
+	writer, err := avro.New[payment](avro.NewRegistryWithClient(mock), paymentSchema, avro.UseSchemaID(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("\x000000000000\x00\x00\x00\x9bīp\xe3\xe7/\xe2\x94\x18\xca")
+	_, err = writer.Deserialize("payments", append(binary.BigEndian.AppendUint32([]byte{0}, 1), body...))
+	if err == nil || !strings.Contains(err.Error(), `field "attrs": a block of`) || !strings.Contains(err.Error(), "bytes left") {
+		t.Fatalf("Deserialize = %v, want the attrs map's block count refused", err)
+	}
 }

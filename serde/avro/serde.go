@@ -226,6 +226,9 @@ func (s *Serde[T]) Deserialize(_ string, data []byte) (T, error) {
 	if err != nil {
 		return zero, err
 	}
+	if err := checkBinary(ws.schema, data[5:]); err != nil {
+		return zero, fmt.Errorf("avro: decoding with schema id %d: %w", id, err)
+	}
 	native, rest, err := ws.codec.NativeFromBinary(data[5:])
 	if err != nil {
 		return zero, fmt.Errorf("avro: decoding with schema id %d: %w", id, err)
