@@ -1,12 +1,17 @@
 package integration_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/eddy-go/eddy/integration/kafkatest"
 	"github.com/eddy-go/eddy/processor"
@@ -150,5 +155,96 @@ func TestRefusedOutputGoesToTheProductionHandler(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The output topic's max.message.bytes lowered while the app runs: the
+// producer learned the old limit at the topic's first record, so the
+// brokers refuse a record its checks let through; the thread starts over
+// with new clients (exactly-once: the transaction is aborted), which learn
+// the new limit and give the record to the handler; everything else is
+// written exactly once. Proven on the real broker.
+func TestRefusalAfterATopicConfigChange(t *testing.T) {
+	brokers := realBroker(t)
+	in, out := kafkatest.UniqueName(t, "relimit-in"), kafkatest.UniqueName(t, "relimit-out")
+	appID := kafkatest.UniqueName(t, "relimit-app")
+	kafkatest.CreateTopic(t, brokers, in, 1, nil)
+	kafkatest.CreateTopic(t, brokers, out, 1, nil)
+	str := serde.String()
+	b := topology.NewBuilder()
+	topology.MapValues(topology.Stream(b, in, topology.Consumed(str, str)), func(v string) string {
+		if strings.HasPrefix(v, "big") {
+			return strings.Repeat("x", 30_000)
+		}
+		return v
+	}).To(out, topology.Produced(str, str))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []*streams.RecordError
+	logs := &syncBuffer{}
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(logs), zapcore.InfoLevel)
+	app, stop := startApp(t, top, streams.Config{ApplicationID: appID, BootstrapServers: brokers,
+		Guarantee: streams.ExactlyOnce, StateDir: t.TempDir(), Logger: zap.New(core),
+		ProductionErrors: func(e *streams.RecordError) streams.ErrorAction {
+			mu.Lock()
+			seen = append(seen, e)
+			mu.Unlock()
+			return streams.Continue
+		}})
+	var first, second []kafkatest.Record
+	for i := range 100 {
+		first = append(first, kafkatest.KV("k", fmt.Sprintf("a%03d", i)))
+		v := fmt.Sprintf("b%03d", i)
+		if i == 50 {
+			v = "big"
+		}
+		second = append(second, kafkatest.KV("k", v))
+	}
+	kafkatest.Produce(t, brokers, in, first...)
+	kafkatest.WaitCaughtUp(t, brokers, appID, 2*time.Minute, in)
+
+	adm := kadm.NewClient(kafkatest.Client(t, brokers))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	limit := "20000"
+	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &limit}}, out); err != nil {
+		t.Fatal(err)
+	}
+	for kafkatest.TopicConfigs(t, brokers, out)["max.message.bytes"] != limit {
+		if ctx.Err() != nil {
+			t.Fatal("the new max.message.bytes not in effect within a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	kafkatest.Produce(t, brokers, in, second...)
+	kafkatest.WaitCaughtUp(t, brokers, appID, 2*time.Minute, in)
+	if app.State() != streams.Running && app.State() != streams.Rebalancing {
+		t.Fatalf("app state %v", app.State())
+	}
+	stop()
+
+	var got []string
+	for _, r := range kafkatest.ConsumeAll(t, brokers, out) {
+		got = append(got, string(r.Value))
+	}
+	var want []string
+	for _, r := range append(first, second...) {
+		if string(r.Value) != "big" {
+			want = append(want, string(r.Value))
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("output (%d records) is not every record but the big one, once and in order (%d)", len(got), len(want))
+	}
+	if !strings.Contains(logs.String(), "starting over with new clients, which learn the topic afresh") || !strings.Contains(logs.String(), "MESSAGE_TOO_LARGE") {
+		t.Errorf("no log of the brokers' refusal and the start over:\n%s", logs.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || !errors.Is(seen[0].Err, processor.ErrRecordRefused) || !strings.Contains(seen[0].Err.Error(), "max.message.bytes (20000)") {
+		t.Errorf("handler saw %v, want the big record refused for max.message.bytes (20000)", seen)
 	}
 }

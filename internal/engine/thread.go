@@ -116,10 +116,26 @@ func (th *Thread) Run(ctx context.Context) error {
 	th.ctx = ctx
 	th.setState(ThreadStarting)
 	defer th.adm.close()
-	var rejoins []time.Time
+	var rejoins, refusals []time.Time
 	for {
 		err := th.session(ctx)
 		switch {
+		case errors.Is(err, errRejoin) && ctx.Err() == nil && errors.Is(err, kclient.ErrRefusedLate):
+			// New clients learn the topics afresh and refuse such records
+			// up front, for the error handler; a refusal they cannot
+			// foresee (the ACLs hide the topic's config) would come back
+			// every time: stop rather than loop.
+			refusals = append(refusals, time.Now())
+			for len(refusals) > 0 && time.Since(refusals[0]) > 5*time.Minute {
+				refusals = refusals[1:]
+			}
+			if len(refusals) >= 3 {
+				th.setState(ThreadFailed)
+				return fmt.Errorf("engine: stream thread %d: the brokers refused records the producer's checks allowed %d times in 5 minutes (can the app describe the topic's configs?): %w",
+					th.idx, len(refusals), err)
+			}
+			th.log.Warn("the brokers refused a record the producer's checks allowed; starting over with new clients, which learn the topic afresh", zap.Error(err))
+			continue
 		case errors.Is(err, errRejoin) && ctx.Err() == nil:
 			// A producer fenced again and again means another instance
 			// uses this one's transactional ids: stop rather than fight.

@@ -266,6 +266,8 @@ func (p *franzProducer) recordErr(topic string, err error) error {
 		return deniedErr(fmt.Sprintf("WRITE on transactional id %q", p.txnID), err)
 	case isFencedErr(err):
 		return fmt.Errorf("%w: %w: %v", ErrFatal, ErrFenced, err)
+	case refusedAfter(err):
+		return fmt.Errorf("%w: %w: %v", ErrFatal, ErrRefusedLate, err)
 	}
 	if s := franzSecurity(err, fmt.Sprintf("WRITE on topic %q", topic)); s != nil {
 		return s

@@ -238,6 +238,14 @@ func (e *TxnError) Unwrap() []error {
 // TxnError.Fenced).
 var ErrFenced = errors.New("kafka: producer fenced")
 
+// ErrRefusedLate is wrapped (with ErrFatal) by the delivery failure of a
+// record the brokers refused although the producer's checks let it
+// through (the topic's config changed since the producer learned it): a
+// new producer learns the topic afresh and refuses such records before
+// they are produced (RecordRefused), so the thread starts over with new
+// clients and processes again what was not committed.
+var ErrRefusedLate = errors.New("kafka: the brokers refused a record the producer's checks allowed")
+
 // ErrFatal is wrapped by errors that make a client unusable.
 var ErrFatal = errors.New("kafka: fatal client error")
 

@@ -195,7 +195,7 @@ func (g *topicGuard) ask(topic string) topicFacts {
 // refusedAfter tells whether a delivery failure is one the guard checks
 // for: the facts it checked against were out of date.
 func refusedAfter(err error) bool {
-	for _, e := range []error{kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.UnknownTopicOrPartition, kerr.TopicAuthorizationFailed} {
+	for _, e := range []error{kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.UnknownTopicOrPartition} {
 		if errors.Is(err, e) {
 			return true
 		}
