@@ -234,9 +234,6 @@ func (p *franzProducer) delivered(r *kgo.Record, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
-		if refusedAfter(err) {
-			p.guard.forget(r.Topic) // its facts changed: ask again
-		}
 		cause := p.recordErr(r.Topic, err)
 		if p.err == nil {
 			p.err = fmt.Errorf("delivery to %s failed: %w", tp, cause)

@@ -66,16 +66,48 @@ type topicGuard struct {
 	cl        *kgo.Client
 	maxRecord int // the largest batch the producer makes
 	mu        sync.Mutex
-	facts     map[string]*topicFacts
+	facts     map[string]*topicFacts // each entry is replaced, never changed
+	// known are the final facts (of topics found), for check without the
+	// lock, the last few topics first: owned by the goroutine that
+	// produces (a task writes a few topics: outputs, changelogs).
+	known  map[string]*topicFacts
+	recent [4]knownTopic
+	next   int
+}
+
+type knownTopic struct {
+	topic string
+	facts *topicFacts
+}
+
+// final returns topic's final facts, if known.
+func (g *topicGuard) final(topic string) *topicFacts {
+	for i := range g.recent {
+		if g.recent[i].topic == topic && g.recent[i].facts != nil {
+			return g.recent[i].facts
+		}
+	}
+	f := g.known[topic]
+	if f != nil {
+		g.recent[g.next] = knownTopic{topic, f}
+		g.next = (g.next + 1) % len(g.recent)
+	}
+	return f
 }
 
 func newTopicGuard(cl *kgo.Client, maxRecord int) *topicGuard {
-	return &topicGuard{cl: cl, maxRecord: maxRecord, facts: map[string]*topicFacts{}}
+	return &topicGuard{cl: cl, maxRecord: maxRecord, facts: map[string]*topicFacts{}, known: map[string]*topicFacts{}}
 }
 
 // check returns a *RecordRefused for a record the brokers would refuse.
 func (g *topicGuard) check(rec *rt.OutRecord) error {
-	f := g.lookup(rec.Topic)
+	f := g.final(rec.Topic)
+	if f == nil {
+		f = g.lookup(rec.Topic)
+		if f.until.IsZero() {
+			g.known[rec.Topic] = f
+		}
+	}
 	refuse := func(err error, format string, args ...any) error {
 		return &RecordRefused{Topic: rec.Topic, Reason: fmt.Sprintf(format, args...), Err: err}
 	}
@@ -111,26 +143,18 @@ func (g *topicGuard) batchMax(topic string) int32 {
 
 // lookup returns topic's facts, asking the brokers when they are not known
 // or due again.
-func (g *topicGuard) lookup(topic string) topicFacts {
+func (g *topicGuard) lookup(topic string) *topicFacts {
 	g.mu.Lock()
 	f := g.facts[topic]
 	g.mu.Unlock()
 	if f != nil && (f.until.IsZero() || time.Now().Before(f.until)) {
-		return *f
+		return f
 	}
 	nf := g.ask(topic)
 	g.mu.Lock()
 	g.facts[topic] = &nf
 	g.mu.Unlock()
-	return nf
-}
-
-// forget drops topic's facts: the brokers refused a record the facts
-// allowed, so they changed.
-func (g *topicGuard) forget(topic string) {
-	g.mu.Lock()
-	delete(g.facts, topic)
-	g.mu.Unlock()
+	return &nf
 }
 
 // ask looks topic up; what it cannot learn stays unchecked, to be asked
