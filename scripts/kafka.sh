@@ -9,6 +9,9 @@
 #   scripts/kafka.sh kill NODE               SIGKILL broker NODE (1…N); its data stays
 #   scripts/kafka.sh restart NODE            start broker NODE again on its data
 #   scripts/kafka.sh leader TOPIC PARTITION  print the node id leading a partition
+#   scripts/kafka.sh fetch                   resolve the broker's jars and build the registry (no start);
+#                                            prints "libs DIR" and "registry BINARY" (scripts/containers.sh
+#                                            puts both into its images)
 #
 # Kafka: Maven resolves org.apache.kafka:kafka_2.13 (scripts/kafka/pom.xml)
 # from Maven Central; its runtime classpath is copied once into
@@ -71,7 +74,8 @@ registry_version=$(sed -n 's:^\s*github.com/axonops/axonops-schema-registry \(v[
 libs=$cache/kafka-$kafka_version/libs
 secure_dir=$services/secure
 secure_registry_port=$((registry_port + 1))
-registry_bin=$cache/bin/schema-registry-$registry_version
+# Static (CGO_ENABLED=0): the same binary runs here and in the registry image.
+registry_bin=$cache/bin/schema-registry-$registry_version-static
 
 log() { printf 'kafka.sh: %s\n' "$*" >&2; }
 
@@ -164,7 +168,7 @@ build_registry() {
 	if [[ -x $registry_bin ]]; then return; fi
 	log "building schema registry $registry_version (first run only)"
 	mkdir -p "$(dirname "$registry_bin")"
-	(cd "$root/tools" && GOWORK=off go build -o "$registry_bin.tmp.$$" github.com/axonops/axonops-schema-registry/cmd/schema-registry)
+	(cd "$root/tools" && GOWORK=off CGO_ENABLED=0 go build -o "$registry_bin.tmp.$$" github.com/axonops/axonops-schema-registry/cmd/schema-registry)
 	mv "$registry_bin.tmp.$$" "$registry_bin"
 }
 
@@ -541,11 +545,17 @@ kill)
 restart)
 	restart_node "${2:?usage: $0 restart NODE}"
 	;;
+fetch)
+	fetch_kafka
+	build_registry
+	echo "libs $libs"
+	echo "registry $registry_bin"
+	;;
 leader)
 	leader "${2:?usage: $0 leader TOPIC PARTITION}" "${3:?usage: $0 leader TOPIC PARTITION}"
 	;;
 *)
-	echo "usage: $0 start [kafka|registry]|stop|status|env|kill NODE|restart NODE|leader TOPIC PARTITION" >&2
+	echo "usage: $0 start [kafka|registry]|stop|status|env|kill NODE|restart NODE|leader TOPIC PARTITION|fetch" >&2
 	exit 2
 	;;
 esac

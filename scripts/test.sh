@@ -7,6 +7,14 @@
 #
 # EDDY_TEST_FLAGS adds flags to every `go test` (e.g. -run, -v, -count=1).
 #
+# The container tests (integration/kafkatest's own, and the example
+# service's integration test in examples/ordertotals) start Kafka and the
+# schema registry in containers through testcontainers-go, on the engine and
+# images scripts/containers.sh makes (installed and built on first use,
+# reused after); the rest of the suite uses the shared broker above. After
+# the run no container a test started may be left, and the host's firewall
+# rules and forwarding setting must be as they were.
+#
 # Three passes: pure Go (every module builds with CGO_ENABLED=0 and no C
 # compiler); the suite on eddy's own client (franz-go, the default build),
 # with the race detector (which needs cgo); and a second, short pass with
@@ -18,12 +26,21 @@ cd "$root"
 export CGO_ENABLED=1
 
 started=0
+containers_started=0
+cleanup() {
+	if [[ $containers_started == 1 ]]; then scripts/containers.sh down; fi
+	if [[ $started == 1 ]]; then scripts/kafka.sh stop; fi
+}
+trap cleanup EXIT
 if ! scripts/kafka.sh status >/dev/null 2>&1; then
 	started=1
-	trap 'scripts/kafka.sh stop' EXIT
 	scripts/kafka.sh start
 fi
+net_before=$(scripts/containers.sh netstate)
+if ! scripts/containers.sh status >/dev/null 2>&1; then containers_started=1; fi
+scripts/containers.sh up
 eval "$(scripts/kafka.sh env)"
+eval "$(scripts/containers.sh env)"
 export EDDY_REQUIRE_REAL_SERVICES=1
 [[ $started == 1 ]] || echo "test.sh: using the services already running"
 
@@ -69,4 +86,20 @@ echo "== go test -race -tags eddy_librdkafka (the librdkafka backend)"
 go test -race -tags eddy_librdkafka ${EDDY_TEST_FLAGS:-} ./internal/kclient/... || status=1
 (cd integration && go test -race -tags eddy_librdkafka -count=1 -v -timeout 20m ${EDDY_TEST_FLAGS:-} \
 	-run 'TestExactlyOnceUnderCrashes|TestSecure' .) || status=1
+echo "== container tests: the example service's own integration test, Kafka and the registry in containers"
+(cd examples && env -u EDDY_KAFKA_BOOTSTRAP -u EDDY_SCHEMA_REGISTRY_URL \
+	go test -race -count=1 -v ${EDDY_TEST_FLAGS:-} -run '^TestOrderTotals$' ./ordertotals/) || status=1
+
+echo "== nothing left behind"
+left=$(scripts/containers.sh leftovers)
+if [[ -n $left ]]; then
+	echo "containers started by tests are still there:" >&2
+	echo "$left" >&2
+	status=1
+fi
+if [[ $(scripts/containers.sh netstate) != "$net_before" ]]; then
+	echo "the host's firewall rules or forwarding setting changed during the run:" >&2
+	diff <(echo "$net_before") <(scripts/containers.sh netstate) >&2 || true
+	status=1
+fi
 exit $status

@@ -2,21 +2,16 @@ package kafkatest
 
 import (
 	"context"
-	"net"
+	"errors"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/network"
-	"github.com/testcontainers/testcontainers-go"
-	"github.com/testcontainers/testcontainers-go/wait"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// Environment variables read by Broker and SchemaRegistry.
+// Environment variables read by Kafka, Registry, Broker and SchemaRegistry.
 const (
 	// EnvBootstrap names an existing Kafka cluster (host:port[,host:port…]).
 	EnvBootstrap = "EDDY_KAFKA_BOOTSTRAP"
@@ -25,13 +20,9 @@ const (
 	// EnvRequireReal, when "1", turns a missing real broker or registry into a
 	// test failure instead of a fallback to an embedded one.
 	EnvRequireReal = "EDDY_REQUIRE_REAL_SERVICES"
-	// EnvKafkaImage overrides the container image used when a Docker engine
-	// is reachable (default DefaultKafkaImage).
+	// EnvKafkaImage overrides DefaultKafkaImage.
 	EnvKafkaImage = "EDDY_KAFKA_IMAGE"
 )
-
-// DefaultKafkaImage is the Apache Kafka image started through testcontainers.
-const DefaultKafkaImage = "apache/kafka:4.1.1"
 
 // Kind says where a broker came from.
 type Kind string
@@ -39,26 +30,36 @@ type Kind string
 // The kinds of broker Broker can return.
 const (
 	KindEnv       Kind = "env"       // EDDY_KAFKA_BOOTSTRAP
-	KindContainer Kind = "container" // testcontainers
+	KindContainer Kind = "container" // StartKafka (testcontainers-go)
 	KindEmbedded  Kind = "embedded"  // franz-go kfake in the test process
 )
 
 // RequireReal reports whether EDDY_REQUIRE_REAL_SERVICES=1 is set.
 func RequireReal() bool { return os.Getenv(EnvRequireReal) == "1" }
 
-// Broker returns the bootstrap servers of a Kafka cluster for t:
+// Kafka returns the bootstrap address of a Kafka broker for t:
+// EDDY_KAFKA_BOOTSTRAP when set, else a container started by StartKafka and
+// removed at the end of the test. When no container engine answers, t fails
+// with what to start or set, unless WithFallback is given: then an embedded
+// franz-go kfake broker serves the test, and a log line says so.
 //
-//  1. EDDY_KAFKA_BOOTSTRAP, when set;
-//  2. else a Kafka container started with testcontainers-go, when a Docker
-//     engine is reachable (this step is passed over when none is);
-//  3. else an embedded franz-go kfake cluster in the test process.
-//
-// Containers and embedded clusters are torn down by t.Cleanup. With
-// EDDY_REQUIRE_REAL_SERVICES=1, step 3 is a test failure instead. Broker logs
-// which one it chose.
+//	func TestOrders(t *testing.T) {
+//		brokers := kafkatest.Kafka(t)
+//		…
+//	}
+func Kafka(t testing.TB, opts ...Option) string {
+	t.Helper()
+	addr, _ := kafka(t, opts)
+	return addr
+}
+
+// Broker is Kafka with WithFallback: the cluster named by
+// EDDY_KAFKA_BOOTSTRAP, else a container, else (no container engine) an
+// embedded kfake broker. With EDDY_REQUIRE_REAL_SERVICES=1 the embedded
+// broker is a test failure instead.
 func Broker(t testing.TB) string {
 	t.Helper()
-	addr, _ := BrokerKind(t)
+	addr, _ := kafka(t, []Option{WithFallback()})
 	return addr
 }
 
@@ -67,105 +68,63 @@ func Broker(t testing.TB) string {
 // example) can branch on it.
 func BrokerKind(t testing.TB) (string, Kind) {
 	t.Helper()
+	return kafka(t, []Option{WithFallback()})
+}
+
+func kafka(t testing.TB, opts []Option) (string, Kind) {
+	t.Helper()
 	if addr := strings.TrimSpace(os.Getenv(EnvBootstrap)); addr != "" {
 		t.Logf("kafkatest: using Kafka at %s (from %s)", addr, EnvBootstrap)
 		return addr, KindEnv
 	}
-	if addr, ok := containerBroker(t); ok {
-		return addr, KindContainer
+	o := makeOptions(opts, EnvKafkaImage, DefaultKafkaImage)
+	o.name = t.Name()
+	c, err := startKafka(context.Background(), o)
+	if err == nil {
+		cleanupContainer(t, c)
+		t.Logf("kafkatest: using Kafka container %s (%s) at %s", c.Image, shortID(c.ID), c.Addr)
+		return c.Addr, KindContainer
+	}
+	if !o.fallback || !errors.Is(err, ErrNoEngine) {
+		t.Fatal(err)
 	}
 	if RequireReal() {
-		t.Fatalf("kafkatest: %s=1 but no real broker: set %s (scripts/kafka.sh start prints it) or start a Docker engine",
-			EnvRequireReal, EnvBootstrap)
+		t.Fatalf("kafkatest: %s=1 but no real broker: set %s (scripts/kafka.sh start prints it) or start a container engine (%v)",
+			EnvRequireReal, EnvBootstrap, err)
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1))
+	c2, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1))
 	if err != nil {
 		t.Fatalf("kafkatest: starting embedded kfake cluster: %v", err)
 	}
-	t.Cleanup(c.Close)
-	addr := strings.Join(c.ListenAddrs(), ",")
-	t.Logf("kafkatest: using embedded kfake broker at %s (no %s, no Docker engine)", addr, EnvBootstrap)
+	t.Cleanup(c2.Close)
+	addr := strings.Join(c2.ListenAddrs(), ",")
+	t.Logf("kafkatest: no container engine answers; falling back, as the test asked (WithFallback), to an embedded kfake broker at %s", addr)
 	return addr, KindEmbedded
 }
 
-// dockerReachable reports whether a Docker engine answers, without letting
-// testcontainers panic or skip the test.
-func dockerReachable(ctx context.Context) (ok bool) {
-	defer func() {
-		if recover() != nil {
-			ok = false
+// cleanupContainer removes c when t ends, and fails t when it cannot.
+func cleanupContainer(t testing.TB, c *Container) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := c.Terminate(ctx); err != nil {
+			t.Errorf("kafkatest: removing container %s (%s): %v", shortID(c.ID), c.Image, err)
 		}
-	}()
-	p, err := testcontainers.ProviderDefault.GetProvider()
-	if err != nil {
-		return false
-	}
-	defer p.Close()
-	return p.Health(ctx) == nil
+	})
 }
 
-// containerBroker starts a single-node KRaft Kafka container. The container's
-// listener is published on a fixed free host port that is also its advertised
-// port, so clients on the host reach it by the address the broker announces.
-func containerBroker(t testing.TB) (string, bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	probeCtx, probeCancel := context.WithTimeout(ctx, 5*time.Second)
-	reachable := dockerReachable(probeCtx)
-	probeCancel()
-	if !reachable {
-		t.Logf("kafkatest: no Docker engine reachable; not using testcontainers")
-		return "", false
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
 	}
-	port, err := freePort()
-	if err != nil {
-		t.Fatalf("kafkatest: finding a free port for the Kafka container: %v", err)
-	}
-	image := os.Getenv(EnvKafkaImage)
-	if image == "" {
-		image = DefaultKafkaImage
-	}
-	hostPort := strconv.Itoa(port)
-	ctr, err := testcontainers.Run(ctx, image,
-		testcontainers.WithExposedPorts("9092/tcp"),
-		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-			hc.PortBindings = network.PortMap{
-				network.MustParsePort("9092/tcp"): {{HostPort: hostPort}},
-			}
-		}),
-		testcontainers.WithEnv(map[string]string{
-			"KAFKA_NODE_ID":                                  "1",
-			"KAFKA_PROCESS_ROLES":                            "broker,controller",
-			"KAFKA_LISTENERS":                                "PLAINTEXT://0.0.0.0:9092,CONTROLLER://0.0.0.0:9093",
-			"KAFKA_ADVERTISED_LISTENERS":                     "PLAINTEXT://127.0.0.1:" + hostPort,
-			"KAFKA_CONTROLLER_LISTENER_NAMES":                "CONTROLLER",
-			"KAFKA_LISTENER_SECURITY_PROTOCOL_MAP":           "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-			"KAFKA_CONTROLLER_QUORUM_VOTERS":                 "1@localhost:9093",
-			"KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR":         "1",
-			"KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
-			"KAFKA_TRANSACTION_STATE_LOG_MIN_ISR":            "1",
-			"KAFKA_MIN_INSYNC_REPLICAS":                      "1",
-			"KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS":         "0",
-			"KAFKA_AUTO_CREATE_TOPICS_ENABLE":                "false",
-		}),
-		testcontainers.WithWaitStrategy(wait.ForLog("Kafka Server started").WithStartupTimeout(2*time.Minute)),
-	)
-	testcontainers.CleanupContainer(t, ctr)
-	if err != nil {
-		t.Fatalf("kafkatest: starting Kafka container %s: %v", image, err)
-	}
-	addr := "127.0.0.1:" + hostPort
-	t.Logf("kafkatest: using Kafka container %s at %s", image, addr)
-	return addr, true
+	return id
 }
 
 // freePort asks the kernel for a free loopback TCP port.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freePorts(1)
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return p[0], nil
 }

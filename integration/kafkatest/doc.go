@@ -2,13 +2,23 @@
 // helpers a streams test needs: create topics, produce records, and read a
 // topic to its end under read_committed.
 //
-// Broker returns, in order of preference, the cluster named by
-// EDDY_KAFKA_BOOTSTRAP, a Kafka container (testcontainers-go, when a Docker
-// engine is reachable), or an embedded franz-go kfake cluster.
-// SchemaRegistry returns EDDY_SCHEMA_REGISTRY_URL or starts the AxonOps
-// Schema Registry on a free loopback port. With EDDY_REQUIRE_REAL_SERVICES=1
-// (as `make test` sets), anything but a real broker and registry fails the
-// test.
+// Kafka and Registry give a test an Apache Kafka broker and a schema
+// registry: the services named by EDDY_KAFKA_BOOTSTRAP and
+// EDDY_SCHEMA_REGISTRY_URL when set, else containers started through
+// testcontainers-go (StartKafka, StartRegistry) and removed when the test
+// ends. The images default to the public ones (DefaultKafkaImage,
+// DefaultRegistryImage); EDDY_KAFKA_IMAGE and EDDY_REGISTRY_IMAGE name
+// others (scripts/containers.sh builds both from the package registries and
+// prints the settings). Containers run on the host's network and listen on
+// free 127.0.0.1 ports; kafkatest removes them itself, so testcontainers'
+// reaper can stay off (TESTCONTAINERS_RYUK_DISABLED=true). When no container
+// engine answers, the test fails with what to start or set; WithFallback
+// lets it use an embedded franz-go kfake broker (and the registry as a local
+// process) instead, with a log line saying so.
+//
+// Broker and SchemaRegistry are Kafka and Registry with WithFallback, for
+// eddy's own suite. With EDDY_REQUIRE_REAL_SERVICES=1 (as `make test` sets)
+// an embedded broker fails the test.
 //
 // Fault tests place their faults by observed progress, not by sleeping: Feed
 // keeps input flowing at a steady rate in the background, and
@@ -16,10 +26,10 @@
 // kill or restart can strike mid-stream on a fast machine and a loaded one
 // alike.
 //
-// A test in a service that links eddy:
+// A test in a service that links eddy (examples/ordertotals is a whole one):
 //
 //	func TestPipeline(t *testing.T) {
-//		brokers := kafkatest.Broker(t)
+//		brokers := kafkatest.Kafka(t)
 //		in := kafkatest.UniqueName(t, "orders")
 //		kafkatest.CreateTopic(t, brokers, in, 3, nil)
 //		kafkatest.Produce(t, brokers, in, kafkatest.KV("order-1", `{"total":12}`))

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,22 +27,48 @@ const (
 	EnvRegistryBin = "EDDY_SCHEMA_REGISTRY_BIN"
 )
 
-// SchemaRegistry returns the URL of a Confluent-compatible schema registry:
-// EDDY_SCHEMA_REGISTRY_URL when set, else a fresh AxonOps Schema Registry
-// (in-memory storage, BACKWARD default compatibility) started on a free
-// loopback port and stopped by t.Cleanup. The binary is EDDY_SCHEMA_REGISTRY_BIN
-// when set, else built once with the go command into the user cache
-// directory. With EDDY_REQUIRE_REAL_SERVICES=1 the URL must come from the
-// environment, so a test run uses the services its script started.
-func SchemaRegistry(t testing.TB) string {
+// Registry returns the URL of a Confluent-compatible schema registry for
+// t: EDDY_SCHEMA_REGISTRY_URL when set, else a container started by
+// StartRegistry and removed at the end of the test. When no container
+// engine answers, t fails with what to start or set, unless WithFallback is
+// given: then the registry runs as a local process (see SchemaRegistry),
+// and a log line says so.
+func Registry(t testing.TB, opts ...Option) string {
 	t.Helper()
 	if u := strings.TrimSpace(os.Getenv(EnvSchemaRegistry)); u != "" {
 		t.Logf("kafkatest: using schema registry at %s (from %s)", u, EnvSchemaRegistry)
 		return strings.TrimRight(u, "/")
 	}
-	if RequireReal() {
-		t.Fatalf("kafkatest: %s=1 but %s is not set (scripts/kafka.sh start prints it)", EnvRequireReal, EnvSchemaRegistry)
+	o := makeOptions(opts, EnvRegistryImage, DefaultRegistryImage)
+	o.name = t.Name()
+	c, err := startRegistry(context.Background(), o)
+	if err == nil {
+		cleanupContainer(t, c)
+		t.Logf("kafkatest: using schema registry container %s (%s) at %s", c.Image, shortID(c.ID), c.Addr)
+		return c.Addr
 	}
+	if !o.fallback || !errors.Is(err, ErrNoEngine) {
+		t.Fatal(err)
+	}
+	url := localRegistry(t)
+	t.Logf("kafkatest: no container engine answers; falling back, as the test asked (WithFallback), to schema registry %s as a local process at %s", RegistryVersion, url)
+	return url
+}
+
+// SchemaRegistry is Registry with WithFallback: EDDY_SCHEMA_REGISTRY_URL,
+// else a container, else (no container engine) the AxonOps Schema Registry
+// (in-memory storage, BACKWARD default compatibility) as a local process on
+// a free loopback port, stopped by t.Cleanup. Its binary is
+// EDDY_SCHEMA_REGISTRY_BIN when set, else built once with the go command
+// into the user cache directory.
+func SchemaRegistry(t testing.TB) string {
+	t.Helper()
+	return Registry(t, WithFallback())
+}
+
+// localRegistry runs the schema registry as a process of this machine.
+func localRegistry(t testing.TB) string {
+	t.Helper()
 	bin, err := registryBinary()
 	if err != nil {
 		t.Fatalf("kafkatest: schema registry binary: %v", err)
@@ -54,12 +79,10 @@ func SchemaRegistry(t testing.TB) string {
 	}
 	var out bytes.Buffer
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(),
-		"SCHEMA_REGISTRY_HOST=127.0.0.1",
-		"SCHEMA_REGISTRY_PORT="+strconv.Itoa(port),
-		"SCHEMA_REGISTRY_STORAGE_TYPE=memory",
-		"SCHEMA_REGISTRY_COMPATIBILITY_LEVEL=BACKWARD",
-	)
+	cmd.Env = os.Environ()
+	for k, v := range registryEnv(port) {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	if err := cmd.Start(); err != nil {
@@ -77,26 +100,9 @@ func SchemaRegistry(t testing.TB) string {
 		}
 	})
 	url := "http://127.0.0.1:" + strconv.Itoa(port)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/subjects", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		select {
-		case <-exited:
-			t.Fatalf("kafkatest: schema registry exited at start:\n%s", out.String())
-		case <-ctx.Done():
-			t.Fatalf("kafkatest: schema registry did not answer on %s within 30s:\n%s", url, out.String())
-		case <-time.After(100 * time.Millisecond):
-		}
+	if err := waitRegistry(context.Background(), url, exited); err != nil {
+		t.Fatalf("kafkatest: %v:\n%s", err, out.String())
 	}
-	t.Logf("kafkatest: started schema registry %s at %s", RegistryVersion, url)
 	return url
 }
 
