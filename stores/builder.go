@@ -44,6 +44,22 @@ func (r runtime) QueryText(bs storage.BytesStore, topic, text string) (any, int6
 	return r.b.queryText(bs, topic, text)
 }
 
+// asOfQuerier is a builder whose stores answer as-of queries (versioned
+// stores).
+type asOfQuerier interface {
+	queryAsOf(bs storage.BytesStore, topic, text string, asOf int64) (any, int64, int64, bool, error)
+}
+
+// QueryAsOf implements storage.AsOfQuerier: storage.ErrNotVersioned for a
+// store that keeps no versions.
+func (r runtime) QueryAsOf(bs storage.BytesStore, topic, text string, asOf int64) (any, int64, int64, bool, error) {
+	q, ok := r.b.(asOfQuerier)
+	if !ok {
+		return nil, -1, 0, false, storage.ErrNotVersioned
+	}
+	return q.queryAsOf(bs, topic, text, asOf)
+}
+
 func init() {
 	storage.FromPublic = func(b any) (storage.Builder, bool) {
 		if pb, ok := b.(Builder); ok && pb != nil {

@@ -31,3 +31,10 @@ func (b *SessionBuilder[K, V]) ReadOnly(bs storage.BytesStore, topic string) Rea
 func ReadOnlyKeyValue[K, V any](b storage.Backend, task, name, topic string, ks serde.Serde[K], vs serde.Serde[V]) ReadOnlyKeyValueStore[K, V] {
 	return &kvStore[K, V]{name: name, topic: topic, under: storage.CommittedView(b, task, name), ks: ks, vs: vs}
 }
+
+func (b *VersionedKeyValueBuilder[K, V]) Build(env storage.Env) (storage.Store, error) {
+	return b.build(env)
+}
+
+// SpecForTest is the store's spec, for restoring it in a test.
+func (b *VersionedKeyValueBuilder[K, V]) SpecForTest() storage.Spec { return b.storeSpec() }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,7 +40,9 @@ const forwardedHeader = "X-Eddy-Forwarded-By"
 //	                               here or by the instance that owns it;
 //	                               ?stale=true lets a standby answer (with
 //	                               "stale" and its "lag") when the owner
-//	                               cannot
+//	                               cannot; ?asOf=T (milliseconds or RFC 3339)
+//	                               asks a versioned store for the value valid
+//	                               at T ("timestamp" to "valid_to")
 //
 // A key in a path is the key as text: strings as they are, numbers in
 // decimal, other key types as JSON (path-escaped).
@@ -277,8 +281,14 @@ type KeyAnswer struct {
 	Key   string `json:"key"`
 	Found bool   `json:"found"`
 	Value any    `json:"value,omitempty"`
-	// Timestamp of the record that last wrote the value (DSL stores).
+	// Timestamp of the record that last wrote the value (DSL stores); for
+	// a versioned store, when the version answered became valid.
 	Timestamp *int64 `json:"timestamp,omitempty"`
+	// AsOf and ValidTo, for ?asOf= queries of a versioned store: the time
+	// asked, and when the version answered stopped being valid (absent:
+	// it is the latest).
+	AsOf      *int64 `json:"as_of,omitempty"`
+	ValidTo   *int64 `json:"valid_to,omitempty"`
 	Task      string `json:"task"`
 	Partition int32  `json:"partition"`
 	// ServedBy is the process id of the instance that read the store.
@@ -309,6 +319,15 @@ func (a *App) serveKey(w http.ResponseWriter, r *http.Request) {
 	}
 	tq := s.Builder
 	topic := a.storeTopic(s)
+	var asOf int64
+	if q := r.URL.Query().Get("asOf"); q != "" {
+		var err error
+		if asOf, err = parseAsOf(q); err != nil {
+			fail(http.StatusBadRequest, err)
+			return
+		}
+		ans.AsOf = &asOf
+	}
 	kb, err := tq.KeyBytes(text, topic)
 	if err != nil {
 		fail(http.StatusBadRequest, err)
@@ -344,9 +363,26 @@ func (a *App) serveKey(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusServiceUnavailable, err)
 		return
 	}
-	v, ts, found, err := tq.QueryText(bs, topic, text)
+	var v any
+	var ts int64
+	var found bool
+	if ans.AsOf != nil {
+		var to int64
+		aq, _ := tq.(storage.AsOfQuerier)
+		if aq == nil {
+			err = storage.ErrNotVersioned
+		} else if v, ts, to, found, err = aq.QueryAsOf(bs, topic, text, asOf); found && to != math.MaxInt64 {
+			ans.ValidTo = &to
+		}
+	} else {
+		v, ts, found, err = tq.QueryText(bs, topic, text)
+	}
 	release()
 	ans.ServedBy = a.procID
+	if errors.Is(err, storage.ErrNotVersioned) {
+		fail(http.StatusBadRequest, fmt.Errorf("store %q: %w", name, err))
+		return
+	}
 	if err != nil {
 		fail(http.StatusInternalServerError, err)
 		return
@@ -360,6 +396,19 @@ func (a *App) serveKey(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusNotFound
 	}
 	writeJSON(w, status, ans)
+}
+
+// parseAsOf reads an asOf parameter: milliseconds since the epoch, or an
+// RFC 3339 time.
+func parseAsOf(q string) (int64, error) {
+	if ms, err := strconv.ParseInt(q, 10, 64); err == nil {
+		return ms, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, q)
+	if err != nil {
+		return 0, fmt.Errorf("asOf=%q is neither milliseconds since the epoch nor an RFC 3339 time", q)
+	}
+	return t.UnixMilli(), nil
 }
 
 var forwardClient = &http.Client{Timeout: 10 * time.Second}

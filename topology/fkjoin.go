@@ -295,6 +295,10 @@ type fkSendNode[K, V, KO any] struct {
 }
 
 func (n *fkSendNode[K, V, KO]) Process(r processor.Record[K, change[V]]) {
+	if r.Value.NotLatest {
+		n.T.Counters.Skipped.Add(1) // an out-of-order update of a versioned table (KIP-914)
+		return
+	}
 	pk, err := n.ks.Serialize(n.respTopic, r.Key)
 	if err != nil {
 		n.Fail(fmt.Errorf("serializing the primary key: %w", err))
@@ -472,6 +476,10 @@ type fkForeignNode[KO, VO any] struct {
 }
 
 func (n *fkForeignNode[KO, VO]) Process(r processor.Record[KO, change[VO]]) {
+	if r.Value.NotLatest {
+		n.T.Counters.Skipped.Add(1) // an out-of-order update of a versioned table (KIP-914)
+		return
+	}
 	// A change with neither value (a tombstone for a row that did not
 	// exist, or a row the cache held back and that is gone again) answers
 	// every subscriber that there is no row, as Kafka Streams does for the

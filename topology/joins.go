@@ -60,8 +60,13 @@ func streamTableJoin[K, V, VT, VR any](s *KStream[K, V], t *KTable[K, VT], join 
 		if err != nil {
 			return nil, err
 		}
-		g, err := getter.build(bc.Task)
-		return &streamTableJoinNode[K, V, VT, VR]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, Forwarder: rt.Forwarder[K, VR]{Children: ch}, get: g, join: join}, err
+		node := &streamTableJoinNode[K, V, VT, VR]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, Forwarder: rt.Forwarder[K, VR]{Children: ch}, join: join}
+		if getter != nil && getter.asOf != nil {
+			node.getAsOf, err = getter.asOf(bc.Task) // a versioned table: as of the record's time
+		} else if getter != nil {
+			node.get, err = getter.build(bc.Task)
+		}
+		return node, err
 	}), parent)
 	if getter != nil {
 		b.connect(node, getter.store)
@@ -97,8 +102,9 @@ func (b *Builder) copartition(nodes ...*rt.NodeSpec) {
 type streamTableJoinNode[K, V, VT, VR any] struct {
 	rt.Base
 	rt.Forwarder[K, VR]
-	get  valueGetter[K, VT]
-	join func(V, *VT) (VR, bool)
+	get     valueGetter[K, VT]
+	getAsOf asOfGetter[K, VT] // instead of get, for a versioned table
+	join    func(V, *VT) (VR, bool)
 }
 
 func (n *streamTableJoinNode[K, V, VT, VR]) Process(r processor.Record[K, V]) {
@@ -106,7 +112,14 @@ func (n *streamTableJoinNode[K, V, VT, VR]) Process(r processor.Record[K, V]) {
 		n.T.Counters.Skipped.Add(1) // Kafka Streams drops stream records without a value
 		return
 	}
-	vt, _, ok, err := n.get(r.Key)
+	var vt VT
+	var ok bool
+	var err error
+	if n.getAsOf != nil {
+		vt, _, ok, err = n.getAsOf(r.Key, r.Timestamp)
+	} else {
+		vt, _, ok, err = n.get(r.Key)
+	}
 	if err != nil {
 		n.Fail(err)
 		return
@@ -225,6 +238,10 @@ type tableJoinNode[K, V, VO, VR any] struct {
 }
 
 func (n *tableJoinNode[K, V, VO, VR]) Process(r processor.Record[K, change[V]]) {
+	if r.Value.NotLatest {
+		n.T.Counters.Skipped.Add(1) // an out-of-order update of a versioned table (KIP-914)
+		return
+	}
 	o, ots, ok, err := n.get(r.Key)
 	if err != nil {
 		n.Fail(err)

@@ -20,6 +20,9 @@ type KTable[K, V any] struct {
 	// getter reads the table's current value of a key, for joins; nil when
 	// the table cannot be read (a join result: materialize it first).
 	getter *getterSpec[K, V]
+	// windowing is set on the table of a time, sliding or session windowed
+	// aggregation (and a suppression of it), for Suppress(UntilWindowCloses).
+	windowing *windowing[K]
 }
 
 // valueGetter returns a table's current value and timestamp of a key.
@@ -30,6 +33,9 @@ type valueGetter[K, V any] func(k K) (V, int64, bool, error)
 type getterSpec[K, V any] struct {
 	store string
 	build func(t *rt.Task) (valueGetter[K, V], error)
+	// asOf, for a versioned table (and tables derived from one without a
+	// store of their own), reads values as of a time.
+	asOf func(t *rt.Task) (asOfGetter[K, V], error)
 }
 
 func storeGetter[K, V any](store string) *getterSpec[K, V] {
@@ -50,7 +56,7 @@ func deriveGetter[K, V, V2 any](p *getterSpec[K, V], f func(k K, v V) (V2, bool)
 	if p == nil {
 		return nil
 	}
-	return &getterSpec[K, V2]{store: p.store, build: func(t *rt.Task) (valueGetter[K, V2], error) {
+	d := &getterSpec[K, V2]{store: p.store, build: func(t *rt.Task) (valueGetter[K, V2], error) {
 		g, err := p.build(t)
 		if err != nil {
 			return nil, err
@@ -65,6 +71,24 @@ func deriveGetter[K, V, V2 any](p *getterSpec[K, V], f func(k K, v V) (V2, bool)
 			return v2, ts, ok, nil
 		}, nil
 	}}
+	if p.asOf != nil {
+		d.asOf = func(t *rt.Task) (asOfGetter[K, V2], error) {
+			g, err := p.asOf(t)
+			if err != nil {
+				return nil, err
+			}
+			return func(k K, asOf int64) (V2, int64, bool, error) {
+				var zero V2
+				v, ts, ok, err := g(k, asOf)
+				if err != nil || !ok {
+					return zero, ts, false, err
+				}
+				v2, ok := f(k, v)
+				return v2, ts, ok, nil
+			}, nil
+		}
+	}
+	return d
 }
 
 // tableInfo records whether downstream operators need a table's old values
@@ -94,6 +118,10 @@ func materialize[K, V any](b *Builder, m MaterializedOptions[K, V], name string,
 	if ks == nil || vs == nil {
 		b.errorf("state store %q needs serdes for [%s, %s]: pass them with Materialized(...).WithSerdes",
 			name, rt.TypeOf[K](), rt.TypeOf[V]())
+		return name
+	}
+	if m.versioned {
+		b.errorf("state store %q: WithVersioned materializes source tables (Table, KStream.ToTable) only", name)
 		return name
 	}
 	sb := stores.TimestampedKeyValue(name, ks, vs).
@@ -130,6 +158,9 @@ func Table[K, V any](b *Builder, topic string, c ConsumedOptions[K, V], m ...Mat
 }
 
 func toTable[K, V any](b *Builder, parent *rt.NodeSpec, name, storeName string, mo MaterializedOptions[K, V], ks serde.Serde[K], vs serde.Serde[V]) *KTable[K, V] {
+	if mo.versioned {
+		return toVersionedTable(b, parent, name, storeName, mo, ks, vs)
+	}
 	materialize(b, mo, storeName, ks, vs)
 	info := &tableInfo{}
 	n := b.add(processorSpec[K, V, K, change[V]](name, func(bc *rt.BuildCtx) (rt.Node, error) {

@@ -192,6 +192,10 @@ func (n *branchNode[K, V]) Process(r processor.Record[K, V]) {
 type change[V any] struct {
 	New, Old       V
 	HasNew, HasOld bool
+	// NotLatest marks an out-of-order update of a versioned table: it went
+	// into the table's history, not its latest value (KIP-914). Joins and
+	// table GroupBy drop it; ToStream forwards it.
+	NotLatest bool
 }
 
 // timestampedStore is the typed view the DSL's materializing nodes use.
@@ -378,7 +382,7 @@ type tableFilterNode[K, V any] struct {
 
 func (n *tableFilterNode[K, V]) Process(r processor.Record[K, change[V]]) {
 	in := r.Value
-	var c change[V]
+	c := change[V]{NotLatest: in.NotLatest}
 	if in.HasNew && n.pred(r.Key, in.New) != n.not {
 		c.New, c.HasNew = in.New, true
 	}
@@ -402,7 +406,7 @@ type tableMapValuesNode[K, V, V2 any] struct {
 
 func (n *tableMapValuesNode[K, V, V2]) Process(r processor.Record[K, change[V]]) {
 	in := r.Value
-	var c change[V2]
+	c := change[V2]{NotLatest: in.NotLatest}
 	if in.HasNew {
 		c.New, c.HasNew = n.f(r.Key, in.New), true
 	}
@@ -434,6 +438,10 @@ type tableSelectNode[K, V, K2, V2 any] struct {
 
 func (n *tableSelectNode[K, V, K2, V2]) Process(r processor.Record[K, change[V]]) {
 	in := r.Value
+	if in.NotLatest {
+		n.T.Counters.Skipped.Add(1) // an out-of-order update of a versioned table (KIP-914)
+		return
+	}
 	var ok, nk K2
 	var ov, nv V2
 	if in.HasOld {

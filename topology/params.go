@@ -244,6 +244,9 @@ type MaterializedOptions[K, V any] struct {
 	ttl        time.Duration
 	ttlClock   stores.TTLClock
 	ttlSilent  bool
+	// versioned, with its history retention: a versioned key-value store.
+	versioned bool
+	history   time.Duration
 }
 
 // Materialized returns store parameters naming the store; an empty name
@@ -307,6 +310,25 @@ func (m MaterializedOptions[K, V]) WithTTL(d time.Duration, clock ...stores.TTLC
 // such as a stream-table join's, miss the key all the same).
 func (m MaterializedOptions[K, V]) WithSilentExpiry() MaterializedOptions[K, V] {
 	m.ttlSilent = true
+	return m
+}
+
+// WithVersioned materializes a table in a versioned key-value store that
+// keeps each key's values over time, for historyRetention of stream time
+// (stores.VersionedKeyValue; Kafka Streams' persistentVersionedKeyValueStore):
+//
+//   - a stream–table join looks the stream record's key up as of the
+//     record's timestamp, not the table's latest value (and may wait for
+//     late table updates: JoinTableWithGrace);
+//   - an update older than the key's latest value (out of order) goes
+//     into the history only: table–table joins, foreign-key joins and
+//     table GroupBy ignore it, ToStream still forwards it (KIP-914);
+//   - an update older than stream time minus historyRetention is dropped.
+//
+// Versioned stores are never cached, and take no time to live. They
+// materialize source tables: Table and KStream.ToTable.
+func (m MaterializedOptions[K, V]) WithVersioned(historyRetention time.Duration) MaterializedOptions[K, V] {
+	m.versioned, m.history = true, historyRetention
 	return m
 }
 

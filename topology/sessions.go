@@ -98,7 +98,10 @@ func sessionAggregate[K, V, VA any](s *SessionWindowedStream[K, V], m Materializ
 	if ks != nil {
 		wks = serde.SessionWindowed(ks)
 	}
-	return &KTable[serde.Windowed[K], VA]{b: b, node: n, keySerde: wks, valueSerde: vs, store: storeName, info: info}
+	// A session closes at its end plus the gap plus grace (it can merge with
+	// a record up to a gap after it).
+	return &KTable[serde.Windowed[K], VA]{b: b, node: n, keySerde: wks, valueSerde: vs, store: storeName, info: info,
+		windowing: &windowing[serde.Windowed[K]]{end: windowEnd[K], grace: s.w.gap + s.w.grace}}
 }
 
 // sessionNode merges each record into the sessions within the gap, as

@@ -268,8 +268,12 @@ func windowedTable[K, VA any](b *Builder, node *rt.NodeSpec, storeName string, k
 	if ks != nil {
 		wks = serde.TimeWindowed(ks, w.size)
 	}
-	return &KTable[serde.Windowed[K], VA]{b: b, node: node, keySerde: wks, valueSerde: vs, store: storeName, info: info}
+	return &KTable[serde.Windowed[K], VA]{b: b, node: node, keySerde: wks, valueSerde: vs, store: storeName, info: info,
+		windowing: &windowing[serde.Windowed[K]]{end: windowEnd[K], grace: w.grace}}
 }
+
+// windowEnd is where a windowed key's window ends.
+func windowEnd[K any](w serde.Windowed[K]) int64 { return w.Window.End }
 
 type windowStoreOf[K, V any] interface {
 	stores.WindowStore[K, stores.ValueAndTimestamp[V]]

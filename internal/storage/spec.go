@@ -2,6 +2,7 @@ package storage
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -100,6 +101,17 @@ type Builder interface {
 	// Public is the builder the topology was given.
 	Public() any
 }
+
+// AsOfQuerier is a Builder whose stores may answer as-of queries: the key
+// given as text, its value valid at asOf, when that version became valid
+// and when it stopped (math.MaxInt64: the latest). Stores that keep no
+// versions answer ErrNotVersioned.
+type AsOfQuerier interface {
+	QueryAsOf(bs BytesStore, topic, text string, asOf int64) (value any, from, to int64, found bool, err error)
+}
+
+// ErrNotVersioned is an as-of query of a store that keeps no versions.
+var ErrNotVersioned = errors.New("the store keeps no versions (asOf needs a versioned store)")
 
 // FromPublic returns the runtime side of a public store builder (a
 // stores.Builder). Package stores sets it: the runtime side cannot be an

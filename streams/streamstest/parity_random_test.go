@@ -63,15 +63,20 @@ var words = fromList("apple", "banana", "cherry", "date", "elder", "fig")
 // randomScenarios are the scenarios with random inputs, and how each
 // topic's values look.
 var randomScenarios = map[string][]topicGen{
-	"session-count":          {{topic: "in", value: one}},
-	"session-emit-on-close":  {{topic: "in", value: one}},
-	"hopping-count":          {{topic: "in", value: one}},
-	"hopping-emit-on-close":  {{topic: "in", value: one}},
-	"session-aggregate":      {{topic: "in", value: fromList("A", "B", "C", "D")}},
-	"tumbling-count":         {{topic: "in", value: one}},
-	"tumbling-emit-on-close": {{topic: "in", value: one}},
-	"sliding-aggregate":      {{topic: "in", value: fromList("A", "B", "C", "D")}},
-	"sliding-emit-on-close":  {{topic: "in", value: one}},
+	"session-count":             {{topic: "in", value: one}},
+	"session-emit-on-close":     {{topic: "in", value: one}},
+	"hopping-count":             {{topic: "in", value: one}},
+	"hopping-emit-on-close":     {{topic: "in", value: one}},
+	"session-aggregate":         {{topic: "in", value: fromList("A", "B", "C", "D")}},
+	"tumbling-count":            {{topic: "in", value: one}},
+	"tumbling-emit-on-close":    {{topic: "in", value: one}},
+	"sliding-aggregate":         {{topic: "in", value: fromList("A", "B", "C", "D")}},
+	"sliding-emit-on-close":     {{topic: "in", value: one}},
+	"tumbling-suppress":         {{topic: "in", value: one}},
+	"sliding-suppress":          {{topic: "in", value: one}},
+	"sliding-suppress-no-grace": {{topic: "in", value: one}},
+	"session-suppress":          {{topic: "in", value: one}},
+	"table-suppress-time-limit": {{topic: "in", value: one}},
 	"stream-stream-join": {{topic: "ls", value: func(r *rand.Rand, _ int) string { return "L" + strconv.Itoa(r.IntN(100)) }},
 		{topic: "rs", value: func(r *rand.Rand, _ int) string { return "R" + strconv.Itoa(r.IntN(100)) }}},
 	"stream-stream-join-asymmetric": {{topic: "ls", value: func(r *rand.Rand, _ int) string { return "L" + strconv.Itoa(r.IntN(100)) }},
@@ -94,18 +99,63 @@ var randomScenarios = map[string][]topicGen{
 		{topic: "rt", table: true, value: withTombstones(0.2, fromList("b1", "b2", "b3"))}},
 	"stream-table-join": {{topic: "users", table: true, value: withTombstones(0.2, fromList("eu", "us"))},
 		{topic: "clicks", value: fromList("c1", "c2", "c3")}},
+	"versioned-table": {{topic: "in", table: true, value: withTombstones(0.2, words)}},
+	"versioned-stream-table-join": {{topic: "users", table: true, value: withTombstones(0.2, fromList("eu", "us", "apac"))},
+		{topic: "clicks", value: fromList("c1", "c2", "c3")}},
+	"versioned-stream-table-join-grace": {{topic: "users", table: true, value: withTombstones(0.2, fromList("eu", "us", "apac"))},
+		{topic: "clicks", value: fromList("c1", "c2", "c3")}},
+	"versioned-table-table-join": {{topic: "lt", table: true, value: withTombstones(0.2, fromList("a1", "a2", "a3"))},
+		{topic: "rt", table: true, value: withTombstones(0.2, fromList("b1", "b2", "b3"))}},
 	"reduce":                {{topic: "in", value: words}},
 	"aggregate-repartition": {{topic: "in", value: words}},
 	"table-ops":             {{topic: "tin", table: true, value: withTombstones(0.2, fromList("hello", "xray", "hi", "x"))}},
 	"totable":               {{topic: "in", value: withTombstones(0.2, words)}},
 }
 
+// edges are the timestamps where a scenario's windows change state, which
+// random timestamps rarely hit: offsets from an earlier record's timestamp
+// (0 for an equal timestamp; a sliding window's end plus grace; a session's
+// gap, or its end plus gap plus grace) and points on a grid (fixed
+// windows' ends plus grace).
+type edges struct {
+	after []int64
+	grid  int64
+	at    []int64
+}
+
+// Sliding windows of 50 ms: the window a record ends closes at +grace, its
+// right window [t+1, t+51] at +51+grace.
+var (
+	tumblingEdges = edges{after: []int64{0}, grid: 100, at: []int64{19, 20, 21, 0}} // size 100, grace 20
+	hoppingEdges  = edges{after: []int64{0}, grid: 40, at: []int64{29, 30, 31, 0}}  // size 100, advance 40, grace 50: ends+grace = 40k+150
+	slidingEdges  = edges{after: []int64{0, 1, 29, 30, 31, 50, 51, 80, 81, 82}}     // grace 30
+	noGraceEdges  = edges{after: []int64{0, 1, 50, 51, 52}}                         // grace 0
+	sessionEdges  = edges{after: []int64{0, 29, 30, 31, 49, 50, 51}}                // gap 30, grace 20
+	limitEdges    = edges{after: []int64{0, 49, 50, 51}}                            // time limit 50
+)
+
+// scenarioEdges are the edges each windowed scenario's inputs aim at.
+var scenarioEdges = map[string]edges{
+	"tumbling-count": tumblingEdges, "tumbling-emit-on-close": tumblingEdges, "tumbling-suppress": tumblingEdges,
+	"hopping-count": hoppingEdges, "hopping-emit-on-close": hoppingEdges,
+	"sliding-aggregate": slidingEdges, "sliding-emit-on-close": slidingEdges, "sliding-suppress": slidingEdges,
+	"sliding-suppress-no-grace": noGraceEdges,
+	"session-count":             sessionEdges, "session-emit-on-close": sessionEdges, "session-aggregate": sessionEdges,
+	"session-suppress":          sessionEdges,
+	"table-suppress-time-limit": limitEdges,
+}
+
 // randomInput is one seeded input: 20–80 records, 1–8 keys, timestamps
 // moving forward by 0–30 ms with disorder up to 60 ms, and now and then a
-// record 300–600 ms behind (late for every window here).
+// record 300–600 ms behind (late for every window here). In a windowed
+// scenario, a quarter of the records are put on one of its edges instead
+// (chosen by a second generator, so the rest of the input stays what the
+// seed makes).
 func randomInput(name string, seed uint64) []parityRec {
 	gens := randomScenarios[name]
 	r := rand.New(rand.NewPCG(seed, uint64(len(name))))
+	ed, hasEdges := scenarioEdges[name]
+	er := rand.New(rand.NewPCG(seed, uint64(len(name))+1<<32))
 	keys := 1 + r.IntN(8)
 	n := 20 + r.IntN(61)
 	now := int64(1000)
@@ -119,6 +169,14 @@ func randomInput(name string, seed uint64) []parityRec {
 			ts -= r.Int64N(61)
 		case x == 5:
 			ts -= 300 + r.Int64N(301)
+		}
+		if hasEdges && len(out) > 0 && er.IntN(4) == 0 {
+			if ed.grid > 0 && er.IntN(2) == 0 {
+				ts = ts/ed.grid*ed.grid + ed.at[er.IntN(len(ed.at))]
+			} else {
+				ts = out[er.IntN(len(out))].ts + ed.after[er.IntN(len(ed.after))]
+			}
+			now = max(now, ts-er.Int64N(20)) // an edge may move time on, not far back
 		}
 		k := "k" + strconv.Itoa(r.IntN(keys))
 		if strings.HasPrefix(g.topic, "product") {

@@ -147,9 +147,34 @@ var scenarios = map[string]scenario{
 
 	"tumbling-suppress": {func(b *topology.Builder) {
 		g := topology.Stream(b, "in", consumed()).GroupByKey()
-		flatWindowed(topology.WindowedCount(g.WindowedBy(topology.TumblingWindows(100*time.Millisecond, 20*time.Millisecond)).EmitOnWindowClose(),
-			topology.Materialized[string, int64]("sw")))
-	}, []parityOut{{"out", true}}, "Kafka Streams' suppress() is a separate node with its own buffer store; eddy's EmitOnWindowClose emits from the window store, as EmitStrategy.onWindowClose"},
+		flatWindowed(topology.WindowedCount(g.WindowedBy(topology.TumblingWindows(100*time.Millisecond, 20*time.Millisecond)),
+			topology.Materialized[string, int64]("sw")).Suppress(topology.UntilWindowCloses(topology.Unbounded())))
+	}, []parityOut{{"out", true}}, ""},
+
+	"sliding-suppress": {func(b *topology.Builder) {
+		g := topology.Stream(b, "in", consumed()).GroupByKey()
+		flatWindowed(topology.WindowedCount(g.WindowedBy(topology.SlidingWindows(50*time.Millisecond, 30*time.Millisecond)),
+			topology.Materialized[string, int64]("ssw")).Suppress(topology.UntilWindowCloses(topology.Unbounded())))
+	}, []parityOut{{"out", true}}, ""},
+
+	"sliding-suppress-no-grace": {func(b *topology.Builder) {
+		g := topology.Stream(b, "in", consumed()).GroupByKey()
+		flatWindowed(topology.WindowedCount(g.WindowedBy(topology.SlidingWindows(50*time.Millisecond, 0)),
+			topology.Materialized[string, int64]("ssn")).Suppress(topology.UntilWindowCloses(topology.Unbounded())))
+	}, []parityOut{{"out", true}}, ""},
+
+	"session-suppress": {func(b *topology.Builder) {
+		g := topology.Stream(b, "in", consumed()).GroupByKey()
+		flatWindowed(topology.SessionCount(g.WindowedBySession(topology.Sessions(30*time.Millisecond, 20*time.Millisecond)),
+			topology.Materialized[string, int64]("ssu")).Suppress(topology.UntilWindowCloses(topology.Unbounded())))
+	}, []parityOut{{"out", true}}, ""},
+
+	"table-suppress-time-limit": {func(b *topology.Builder) {
+		g := topology.Stream(b, "in", consumed()).GroupByKey()
+		topology.Count(g, topology.Materialized[string, int64]("stl")).
+			Suppress(topology.UntilTimeLimit(50*time.Millisecond, topology.MaxRecords(3).EmitEarlyWhenFull())).
+			ToStream().To("out", topology.Produced(str, serde.Int64()))
+	}, []parityOut{{"out", true}}, ""},
 
 	"sliding-aggregate": {func(b *topology.Builder) {
 		g := topology.Stream(b, "in", consumed()).GroupByKey()
@@ -209,6 +234,32 @@ var scenarios = map[string]scenario{
 		topology.JoinTable(clicks, users, func(c, r string) string { return c + "/" + r }).To("inner")
 		topology.LeftJoinTable(clicks, users, func(c string, r *string) string { return c + "/" + orQ(r) }).To("left")
 	}, []parityOut{{"inner", false}, {"left", false}}, ""},
+
+	"versioned-table": {func(b *topology.Builder) {
+		topology.Table(b, "in", consumed(), topology.Materialized[string, string]("vt-store").WithVersioned(100*time.Millisecond)).
+			ToStream().To("out")
+	}, []parityOut{{"out", false}}, ""},
+
+	"versioned-stream-table-join": {func(b *topology.Builder) {
+		users := topology.Table(b, "users", consumed(), topology.Materialized[string, string]("vusers").WithVersioned(200*time.Millisecond))
+		clicks := topology.Stream(b, "clicks", consumed())
+		topology.JoinTable(clicks, users, func(c, r string) string { return c + "/" + r }).To("inner")
+		topology.LeftJoinTable(clicks, users, func(c string, r *string) string { return c + "/" + orQ(r) }).To("left")
+	}, []parityOut{{"inner", false}, {"left", false}}, ""},
+
+	"versioned-stream-table-join-grace": {func(b *topology.Builder) {
+		users := topology.Table(b, "users", consumed(), topology.Materialized[string, string]("vgusers").WithVersioned(200*time.Millisecond))
+		clicks := topology.Stream(b, "clicks", consumed())
+		topology.JoinTableWithGrace(clicks, users, 50*time.Millisecond, func(c, r string) string { return c + "/" + r }).To("inner")
+		topology.LeftJoinTableWithGrace(clicks, users, 30*time.Millisecond, func(c string, r *string) string { return c + "/" + orQ(r) }).To("left")
+	}, []parityOut{{"inner", false}, {"left", false}}, ""},
+
+	"versioned-table-table-join": {func(b *topology.Builder) {
+		l := topology.Table(b, "lt", consumed(), topology.Materialized[string, string]("vlt").WithVersioned(100*time.Millisecond))
+		r := topology.Table(b, "rt", consumed(), topology.Materialized[string, string]("vrt").WithVersioned(100*time.Millisecond))
+		topology.TableJoin(l, r, func(a, c string) string { return a + "+" + c }).ToStream().To("inner", topology.Produced(str, str))
+		topology.TableLeftJoin(l, r, func(a string, c *string) string { return a + "+" + orQ(c) }).ToStream().To("left", topology.Produced(str, str))
+	}, []parityOut{{"inner", false}, {"left", false}}, successorOrder},
 
 	"stream-global-join": {func(b *topology.Builder) {
 		products := topology.GlobalTable(b, "products", consumed())

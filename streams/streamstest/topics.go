@@ -180,3 +180,19 @@ func KeyValueStore[K, V any](d *Driver, name string) stores.ReadOnlyKeyValueStor
 	d.fail(fmt.Errorf("streamstest: store %q is %T, not a key-value store of [%T, %T]", name, s, *new(K), *new(V)))
 	return nil
 }
+
+// VersionedKeyValueStore returns the versioned store name (a table
+// materialized WithVersioned) for reading: latest values, values as of a
+// time, and a key's versions.
+func VersionedKeyValueStore[K, V any](d *Driver, name string) stores.ReadOnlyVersionedKeyValueStore[K, V] {
+	s, err := d.store(name)
+	if err != nil {
+		d.fail(err)
+		return nil
+	}
+	if v, ok := s.(stores.ReadOnlyVersionedKeyValueStore[K, V]); ok {
+		return v
+	}
+	d.fail(fmt.Errorf("streamstest: store %q is %T, not a versioned key-value store of [%T, %T]", name, s, *new(K), *new(V)))
+	return nil
+}

@@ -39,7 +39,7 @@ func main() {
 		threads    = flag.Int("threads", 1, "stream threads")
 		commit     = flag.Duration("commit", 0, "commit interval (0: default)")
 		session    = flag.Int("session-timeout-ms", 6000, "consumer session timeout")
-		kind       = flag.String("topology", "wordcount", "wordcount, windowed, sum or dedup")
+		kind       = flag.String("topology", "wordcount", "wordcount, windowed, sum, dedup or versioned")
 		late       = flag.String("late", "", "late-records topic (windowed)")
 		txnTimeout = flag.Duration("transaction-timeout", 0, "transaction.timeout.ms (0: eddy's default)")
 		httpAddr   = flag.String("http", "", "serve the app's Handler (/metrics, /stores/...) on this address")
@@ -60,6 +60,8 @@ func main() {
 		sums(b, *input, *output)
 	case "dedup":
 		dedup(b, *input, *output)
+	case "versioned":
+		versioned(b, *input, *output)
 	default:
 		wordCount(b, *input, *output, *cache)
 	}
@@ -124,6 +126,15 @@ func windowed(b *topology.Builder, input, output, late string) {
 	topology.Map(counts.ToStream(), func(k serde.Windowed[string], n int64) (string, int64) {
 		return fmt.Sprintf("%s@%d", k.Key, k.Window.Start), n
 	}).To(output, topology.Produced(serde.String(), serde.Int64()))
+}
+
+// versioned reads the input as a table in a versioned store "versioned"
+// (10 s of history), forwarding its updates (out-of-order ones too) to the
+// output.
+func versioned(b *topology.Builder, input, output string) {
+	topology.Table(b, input, topology.Consumed(serde.String(), serde.String()),
+		topology.Materialized[string, string]("versioned").WithVersioned(10*time.Second)).
+		ToStream().To(output, topology.Produced(serde.String(), serde.String()))
 }
 
 // sums keeps a running count and sum of each key's integer values, every

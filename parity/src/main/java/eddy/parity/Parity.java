@@ -213,6 +213,41 @@ public final class Parity {
                 .toStream().map(Parity::flat).to("out", Produced.with(Serdes.String(), Serdes.Long()));
         }, outs("out", "long")));
 
+        SCENARIOS.put("sliding-suppress", new Scenario(b -> {
+            b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
+                .groupByKey()
+                .windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(Duration.ofMillis(50), Duration.ofMillis(30)))
+                .count(Materialized.as("ssw"))
+                .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
+                .toStream().map(Parity::flat).to("out", Produced.with(Serdes.String(), Serdes.Long()));
+        }, outs("out", "long")));
+
+        SCENARIOS.put("sliding-suppress-no-grace", new Scenario(b -> {
+            b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
+                .groupByKey()
+                .windowedBy(SlidingWindows.ofTimeDifferenceWithNoGrace(Duration.ofMillis(50)))
+                .count(Materialized.as("ssn"))
+                .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
+                .toStream().map(Parity::flat).to("out", Produced.with(Serdes.String(), Serdes.Long()));
+        }, outs("out", "long")));
+
+        SCENARIOS.put("session-suppress", new Scenario(b -> {
+            b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
+                .groupByKey()
+                .windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(30), Duration.ofMillis(20)))
+                .count(Materialized.as("ssu"))
+                .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
+                .toStream().map(Parity::flat).to("out", Produced.with(Serdes.String(), Serdes.Long()));
+        }, outs("out", "long")));
+
+        SCENARIOS.put("table-suppress-time-limit", new Scenario(b -> {
+            b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
+                .groupByKey()
+                .count(Materialized.as("stl"))
+                .suppress(Suppressed.untilTimeLimit(Duration.ofMillis(50), Suppressed.BufferConfig.maxRecords(3).emitEarlyWhenFull()))
+                .toStream().to("out", Produced.with(Serdes.String(), Serdes.Long()));
+        }, outs("out", "long")));
+
         SCENARIOS.put("sliding-aggregate", new Scenario(b -> {
             b.stream("in", Consumed.with(Serdes.String(), Serdes.String()))
                 .groupByKey()
@@ -277,6 +312,41 @@ public final class Parity {
             KStream<String, String> clicks = b.stream("clicks", Consumed.with(Serdes.String(), Serdes.String()));
             clicks.join(users, (click, region) -> click + "/" + region).to("inner");
             clicks.leftJoin(users, (click, region) -> click + "/" + (region == null ? "?" : region)).to("left");
+        }, outs("inner", "string", "left", "string")));
+
+        SCENARIOS.put("versioned-table", new Scenario(b -> {
+            b.table("in", Consumed.with(Serdes.String(), Serdes.String()),
+                    Materialized.as(org.apache.kafka.streams.state.Stores.persistentVersionedKeyValueStore("vt-store", Duration.ofMillis(100))))
+                .toStream().to("out");
+        }, outs("out", "string")));
+
+        SCENARIOS.put("versioned-stream-table-join", new Scenario(b -> {
+            KTable<String, String> users = b.table("users", Consumed.with(Serdes.String(), Serdes.String()),
+                Materialized.as(org.apache.kafka.streams.state.Stores.persistentVersionedKeyValueStore("vusers", Duration.ofMillis(200))));
+            KStream<String, String> clicks = b.stream("clicks", Consumed.with(Serdes.String(), Serdes.String()));
+            clicks.join(users, (click, region) -> click + "/" + region).to("inner");
+            clicks.leftJoin(users, (click, region) -> click + "/" + (region == null ? "?" : region)).to("left");
+        }, outs("inner", "string", "left", "string")));
+
+        SCENARIOS.put("versioned-stream-table-join-grace", new Scenario(b -> {
+            KTable<String, String> users = b.table("users", Consumed.with(Serdes.String(), Serdes.String()),
+                Materialized.as(org.apache.kafka.streams.state.Stores.persistentVersionedKeyValueStore("vgusers", Duration.ofMillis(200))));
+            KStream<String, String> clicks = b.stream("clicks", Consumed.with(Serdes.String(), Serdes.String()));
+            clicks.join(users, (click, region) -> click + "/" + region,
+                org.apache.kafka.streams.kstream.Joined.<String, String, String>with(Serdes.String(), Serdes.String(), Serdes.String())
+                    .withGracePeriod(Duration.ofMillis(50))).to("inner");
+            clicks.leftJoin(users, (click, region) -> click + "/" + (region == null ? "?" : region),
+                org.apache.kafka.streams.kstream.Joined.<String, String, String>with(Serdes.String(), Serdes.String(), Serdes.String())
+                    .withGracePeriod(Duration.ofMillis(30))).to("left");
+        }, outs("inner", "string", "left", "string")));
+
+        SCENARIOS.put("versioned-table-table-join", new Scenario(b -> {
+            KTable<String, String> l = b.table("lt", Consumed.with(Serdes.String(), Serdes.String()),
+                Materialized.as(org.apache.kafka.streams.state.Stores.persistentVersionedKeyValueStore("vlt", Duration.ofMillis(100))));
+            KTable<String, String> r = b.table("rt", Consumed.with(Serdes.String(), Serdes.String()),
+                Materialized.as(org.apache.kafka.streams.state.Stores.persistentVersionedKeyValueStore("vrt", Duration.ofMillis(100))));
+            l.join(r, (a, c) -> a + "+" + c).toStream().to("inner");
+            l.leftJoin(r, (a, c) -> a + "+" + (c == null ? "?" : c)).toStream().to("left");
         }, outs("inner", "string", "left", "string")));
 
         SCENARIOS.put("stream-global-join", new Scenario(b -> {
