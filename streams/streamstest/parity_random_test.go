@@ -91,6 +91,16 @@ var randomScenarios = map[string][]topicGen{
 		})},
 		{topic: "products", table: true, value: withTombstones(0.2, words)},
 	},
+	"versioned-fk-join": {
+		{topic: "orders", table: true, value: withTombstones(0.15, func(r *rand.Rand, keys int) string {
+			if r.IntN(8) == 0 {
+				return "-:" + strconv.Itoa(1+r.IntN(5)) // no product
+			}
+			// Some products never exist (p9…).
+			return "p" + strconv.Itoa(r.IntN(keys+2)) + ":" + strconv.Itoa(1+r.IntN(5))
+		})},
+		{topic: "products", table: true, value: withTombstones(0.2, words)},
+	},
 	"table-groupby-count": {{topic: "users", table: true, value: withTombstones(0.2, fromList("eu", "us", "apac"))}},
 	"table-groupby-reduce": {{topic: "scores", table: true, value: withTombstones(0.2, func(r *rand.Rand, _ int) string {
 		return fromList("red", "blue", "green")(r, 0) + ":" + strconv.Itoa(r.IntN(20))

@@ -290,6 +290,19 @@ var scenarios = map[string]scenario{
 			topology.Materialized[string, string]("fk-left").WithSerdes(str, str)).ToStream().To("left", topology.Produced(str, str))
 	}, []parityOut{{"inner", false}, {"left", false}}, "eddy names a foreign-key join's internal topics, stores and nodes after its result store"},
 
+	"versioned-fk-join": {func(b *topology.Builder) {
+		orders := topology.Table(b, "orders", consumed(), topology.Materialized[string, string]("vorders").WithVersioned(100*time.Millisecond))
+		products := topology.Table(b, "products", consumed(), topology.Materialized[string, string]("vproducts").WithVersioned(100*time.Millisecond))
+		fk := func(o string) (string, bool) {
+			p, _, _ := strings.Cut(o, ":")
+			return p, p != "-"
+		}
+		topology.ForeignKeyJoin(orders, products, fk, func(o, p string) string { return o + "/" + p },
+			topology.Materialized[string, string]("vfk-inner").WithSerdes(str, str)).ToStream().To("inner", topology.Produced(str, str))
+		topology.ForeignKeyLeftJoin(orders, products, fk, func(o string, p *string) string { return o + "/" + orQ(p) },
+			topology.Materialized[string, string]("vfk-left").WithSerdes(str, str)).ToStream().To("left", topology.Produced(str, str))
+	}, []parityOut{{"inner", false}, {"left", false}}, "eddy names a foreign-key join's internal topics, stores and nodes after its result store"},
+
 	"stream-stream-join": {func(b *topology.Builder) {
 		l := topology.Stream(b, "ls", consumed())
 		r := topology.Stream(b, "rs", consumed())

@@ -378,6 +378,19 @@ public final class Parity {
                     .withKeySerde(Serdes.String()).withValueSerde(Serdes.String())).toStream().to("left");
         }, outs("inner", "string", "left", "string")));
 
+        SCENARIOS.put("versioned-fk-join", new Scenario(b -> {
+            KTable<String, String> orders = b.table("orders", Consumed.with(Serdes.String(), Serdes.String()), Materialized.as(org.apache.kafka.streams.state.Stores.persistentVersionedKeyValueStore("vorders", Duration.ofMillis(100))));
+            KTable<String, String> products = b.table("products", Consumed.with(Serdes.String(), Serdes.String()), Materialized.as(org.apache.kafka.streams.state.Stores.persistentVersionedKeyValueStore("vproducts", Duration.ofMillis(100))));
+            // Orders are "product:qty"; "-:qty" names no product.
+            java.util.function.Function<String, String> fk = o -> o.startsWith("-") ? null : o.split(":")[0];
+            orders.join(products, fk, (o, p) -> o + "/" + p,
+                Materialized.<String, String, org.apache.kafka.streams.state.KeyValueStore<org.apache.kafka.common.utils.Bytes, byte[]>>as("vfk-inner")
+                    .withKeySerde(Serdes.String()).withValueSerde(Serdes.String())).toStream().to("inner");
+            orders.leftJoin(products, fk, (o, p) -> o + "/" + (p == null ? "?" : p),
+                Materialized.<String, String, org.apache.kafka.streams.state.KeyValueStore<org.apache.kafka.common.utils.Bytes, byte[]>>as("vfk-left")
+                    .withKeySerde(Serdes.String()).withValueSerde(Serdes.String())).toStream().to("left");
+        }, outs("inner", "string", "left", "string")));
+
         SCENARIOS.put("stream-stream-join", new Scenario(b -> {
             KStream<String, String> l = b.stream("ls", Consumed.with(Serdes.String(), Serdes.String()));
             KStream<String, String> r = b.stream("rs", Consumed.with(Serdes.String(), Serdes.String()));
