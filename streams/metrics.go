@@ -35,7 +35,7 @@ func newDescs(constLabels prometheus.Labels) *descs {
 		descRestoreRate:    mk("eddy_restore_records_per_second", "Changelog records restored per second, over the last half second or so (0 when not restoring)."),
 		descRemaining:      mk("eddy_restore_remaining_records", "Changelog records still to restore before processing starts."),
 		descProcessed:      mk("eddy_records_processed_total", "Records processed by the tasks."),
-		descSkipped:        mk("eddy_records_skipped_total", "Records skipped: null keys or values where an operation needs them, or failed records an error handler continued past."),
+		descSkipped:        mk("eddy_records_skipped_total", "Records skipped: null keys or values where an operation needs them, failed records an error handler continued past, out-of-order updates of a versioned table that a join or GroupBy ignores, and updates older than its history."),
 		descDLQ:            mk("eddy_records_dead_lettered_total", "Records written to the dead-letter topic."),
 		descLate:           mk("eddy_late_records_total", "Records that arrived after their window closed (window end plus grace)."),
 		descDedup:          mk("eddy_records_deduplicated_total", "Duplicate records dropped by Deduplicate operators."),
