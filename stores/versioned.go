@@ -303,8 +303,6 @@ func (s *versionedStore[K, V]) StreamTime() (int64, error) { return s.v.streamTi
 // key-value stores). Its entries:
 //
 //	'v' len(key) key from   -> to, then 1 and the value (0: a deletion)
-//	'l' key                  -> from: the start of the key's latest
-//	                            version, read with two point reads
 //	'x' to len(key) key from -> (empty): the index of versions by the end
 //	                            of their validity, for dropping them
 //	'm'                      -> stream time
@@ -342,9 +340,6 @@ func keyPrefix(key []byte) []byte {
 	p = binary.BigEndian.AppendUint32(p, uint32(len(key)))
 	return append(p, key...)
 }
-
-// latestKey is 'l' key: the start of the key's latest version.
-func latestKey(key []byte) []byte { return append([]byte{'l'}, key...) }
 
 func versionKey(key []byte, from int64) []byte {
 	return append(keyPrefix(key), orderedTime(from)...)
@@ -414,28 +409,8 @@ func (s *versions) horizon() (int64, error) {
 	return st - s.retention, nil
 }
 
-// latest returns the key's latest version, found by its 'l' entry with two
-// point reads.
-func (s *versions) latest(key []byte) (version, bool, error) {
-	b, ok, err := s.under.Get(latestKey(key))
-	if err != nil || !ok || len(b) != 8 {
-		return version{}, false, err
-	}
-	from := fromOrdered(b)
-	b, ok, err = s.under.Get(versionKey(key, from))
-	if err != nil || !ok {
-		return version{}, false, err
-	}
-	v, err := decodeVersion(from, b)
-	return v, err == nil, err
-}
-
-// at returns the key's version with the largest start not after t: the
-// latest one when it started by t (point reads), else a seek back from t.
+// at returns the key's version with the largest start not after t.
 func (s *versions) at(key []byte, t int64) (version, bool, error) {
-	if l, ok, err := s.latest(key); err != nil || (ok && l.from <= t) {
-		return l, ok, err
-	}
 	p := keyPrefix(key)
 	upper := versionKey(key, t)
 	upper = append(upper, 0) // include the version starting at t
@@ -470,11 +445,6 @@ func (s *versions) write(key []byte, v version, oldTo int64) error {
 	}
 	if v.to != NoValidTo && oldTo != v.to {
 		if err := s.under.Put(indexKey(v.to, key, v.from), []byte{}); err != nil {
-			return err
-		}
-	}
-	if v.to == NoValidTo {
-		if err := s.under.Put(latestKey(key), orderedTime(v.from)); err != nil {
 			return err
 		}
 	}
