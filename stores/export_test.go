@@ -38,3 +38,9 @@ func (b *VersionedKeyValueBuilder[K, V]) Build(env storage.Env) (storage.Store, 
 
 // SpecForTest is the store's spec, for restoring it in a test.
 func (b *VersionedKeyValueBuilder[K, V]) SpecForTest() storage.Spec { return b.storeSpec() }
+
+func (b *VersionedKeyValueBuilder[K, V]) Spec() storage.Spec { return b.storeSpec() }
+
+func (b *VersionedKeyValueBuilder[K, V]) ReadOnly(bs storage.BytesStore, topic string) ReadOnlyVersionedKeyValueStore[K, V] {
+	return b.view(bs, topic)
+}

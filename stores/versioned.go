@@ -333,6 +333,15 @@ func orderedTime(t int64) []byte {
 
 func fromOrdered(b []byte) int64 { return int64(binary.BigEndian.Uint64(b) ^ (1 << 63)) }
 
+// versionStart reads the start time at the end of version key k, whose
+// key prefix is p bytes long.
+func versionStart(k []byte, p int) (int64, error) {
+	if len(k) != p+8 {
+		return 0, errCorruptVersion
+	}
+	return fromOrdered(k[p:]), nil
+}
+
 // keyPrefix is 'v' len(key) key.
 func keyPrefix(key []byte) []byte {
 	p := make([]byte, 0, 5+len(key)+8)
@@ -419,7 +428,11 @@ func (s *versions) at(key []byte, t int64) (version, bool, error) {
 	if !it.Next() {
 		return version{}, false, it.Err()
 	}
-	v, err := decodeVersion(fromOrdered(it.Key()[len(p):]), it.Value())
+	from, err := versionStart(it.Key(), len(p))
+	if err != nil {
+		return version{}, false, err
+	}
+	v, err := decodeVersion(from, it.Value())
 	return v, err == nil, err
 }
 
@@ -433,7 +446,8 @@ func (s *versions) next(key []byte, t int64) (int64, bool, error) {
 	if !it.Next() {
 		return 0, false, it.Err()
 	}
-	return fromOrdered(it.Key()[len(p):]), true, nil
+	from, err := versionStart(it.Key(), len(p))
+	return from, err == nil, err
 }
 
 // write stores version v of key, keeping the index of its end.
@@ -599,7 +613,11 @@ func (s *versions) between(key []byte, from, to int64) ([]version, error) {
 	it := s.under.Iter(lower, upper, false)
 	defer it.Close()
 	for it.Next() {
-		v, err := decodeVersion(fromOrdered(it.Key()[len(p):]), it.Value())
+		from, err := versionStart(it.Key(), len(p))
+		if err != nil {
+			return nil, err
+		}
+		v, err := decodeVersion(from, it.Value())
 		if err != nil {
 			return nil, err
 		}

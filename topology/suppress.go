@@ -285,6 +285,10 @@ func (n *suppressNode[K, V]) evict() {
 	var out []due
 	for it.Next() {
 		k := it.Key()
+		if len(k) < 9 {
+			n.Fail(fmt.Errorf("%s: a corrupt buffer entry", n.NodeName))
+			return
+		}
 		at := int64(binary.BigEndian.Uint64(k[1:9]) ^ (1 << 63))
 		if at > expiry && (!emitEarly || n.held-int64(len(out)) <= n.maxRecords) {
 			break
