@@ -166,3 +166,38 @@ func ExampleStaleStores() {
 		log.Fatal(err)
 	}
 }
+
+// A price service answering "what did apple cost at 10:30?" from its
+// versioned table: in Go with VersionedKeyValueStoreOf, over HTTP with
+// GET /stores/prices/keys/apple?asOf=2026-12-07T10:30:00Z.
+func ExampleVersionedKeyValueStoreOf() {
+	str := serde.String()
+	b := topology.NewBuilder()
+	topology.Table(b, "prices", topology.Consumed(str, str),
+		topology.Materialized[string, string]("prices").WithVersioned(30*24*time.Hour))
+	top, err := b.Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	app, err := streams.New(top, streams.Config{ApplicationID: "prices", BootstrapServers: "127.0.0.1:9092"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() {
+		prices, err := streams.VersionedKeyValueStoreOf[string, string](app, "prices")
+		if err != nil {
+			log.Fatal(err)
+		}
+		at := time.Date(2026, 12, 7, 10, 30, 0, 0, time.UTC).UnixMilli()
+		for range time.Tick(time.Minute) {
+			r, found, err := prices.GetAsOf("apple", at)
+			fmt.Println(r.Value, r.Timestamp, r.ValidTo, found, err)
+			day, _ := prices.Versions("apple", at-12*3600_000, at+12*3600_000, true) // the day's prices, oldest first
+			fmt.Println(len(day))
+		}
+	}()
+	go http.ListenAndServe("127.0.0.1:8080", app.Handler())
+	if err := app.Run(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+}
