@@ -14,8 +14,8 @@ import (
 // examples/ordertotals is a whole one.
 func ExampleKafka() {
 	// In a test: func TestOrders(t *testing.T) { … }
-	var t testing.TB // the test's *testing.T
-	brokers := kafkatest.Kafka(t)    // EDDY_KAFKA_BOOTSTRAP, else a Kafka 4.4 container
+	var t testing.TB                  // the test's *testing.T
+	brokers := kafkatest.Kafka(t)     // EDDY_KAFKA_BOOTSTRAP, else a Kafka 4.4 container
 	registry := kafkatest.Registry(t) // EDDY_SCHEMA_REGISTRY_URL, else a registry container
 	kafkatest.CreateTopic(t, brokers, "orders", 3, nil)
 	kafkatest.Produce(t, brokers, "orders", kafkatest.KV("order-1", `{"total":12}`))
