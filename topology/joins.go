@@ -61,11 +61,7 @@ func streamTableJoin[K, V, VT, VR any](s *KStream[K, V], t *KTable[K, VT], join 
 			return nil, err
 		}
 		node := &streamTableJoinNode[K, V, VT, VR]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, Forwarder: rt.Forwarder[K, VR]{Children: ch}, join: join}
-		if getter != nil && getter.asOf != nil {
-			node.getAsOf, err = getter.asOf(bc.Task) // a versioned table: as of the record's time
-		} else if getter != nil {
-			node.get, err = getter.build(bc.Task)
-		}
+		node.lookup, err = getter.lookup(bc.Task)
 		return node, err
 	}), parent)
 	if getter != nil {
@@ -102,9 +98,8 @@ func (b *Builder) copartition(nodes ...*rt.NodeSpec) {
 type streamTableJoinNode[K, V, VT, VR any] struct {
 	rt.Base
 	rt.Forwarder[K, VR]
-	get     valueGetter[K, VT]
-	getAsOf asOfGetter[K, VT] // instead of get, for a versioned table
-	join    func(V, *VT) (VR, bool)
+	lookup asOfGetter[K, VT] // the table's value for a record's key and time
+	join   func(V, *VT) (VR, bool)
 }
 
 func (n *streamTableJoinNode[K, V, VT, VR]) Process(r processor.Record[K, V]) {
@@ -112,14 +107,13 @@ func (n *streamTableJoinNode[K, V, VT, VR]) Process(r processor.Record[K, V]) {
 		n.T.Counters.Skipped.Add(1) // Kafka Streams drops stream records without a value
 		return
 	}
-	var vt VT
-	var ok bool
-	var err error
-	if n.getAsOf != nil {
-		vt, _, ok, err = n.getAsOf(r.Key, r.Timestamp)
-	} else {
-		vt, _, ok, err = n.get(r.Key)
-	}
+	n.joinOne(r)
+}
+
+// joinOne joins r with the table's value for its key and time, and
+// forwards the result unless the joiner drops it.
+func (n *streamTableJoinNode[K, V, VT, VR]) joinOne(r processor.Record[K, V]) {
+	vt, _, ok, err := n.lookup(r.Key, r.Timestamp)
 	if err != nil {
 		n.Fail(err)
 		return

@@ -51,6 +51,23 @@ func storeGetter[K, V any](store string) *getterSpec[K, V] {
 	}}
 }
 
+// lookup builds the table's reader for a stream–table join: as of the
+// record's time for a versioned table, the latest value otherwise (nil
+// when the table cannot be read: Build reports that).
+func (g *getterSpec[K, V]) lookup(t *rt.Task) (asOfGetter[K, V], error) {
+	switch {
+	case g == nil:
+		return nil, nil
+	case g.asOf != nil:
+		return g.asOf(t)
+	}
+	get, err := g.build(t)
+	if err != nil {
+		return nil, err
+	}
+	return func(k K, _ int64) (V, int64, bool, error) { return get(k) }, nil
+}
+
 // deriveGetter composes a parent's getter with a table operator.
 func deriveGetter[K, V, V2 any](p *getterSpec[K, V], f func(k K, v V) (V2, bool)) *getterSpec[K, V2] {
 	if p == nil {

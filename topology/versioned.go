@@ -168,12 +168,9 @@ func streamTableJoinGrace[K, V, VT, VR any](s *KStream[K, V], t *KTable[K, VT], 
 		if err != nil {
 			return nil, err
 		}
-		var g asOfGetter[K, VT]
-		if getter != nil {
-			g, err = getter.asOf(bc.Task)
-		}
-		return &graceJoinNode[K, V, VT, VR]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, Forwarder: rt.Forwarder[K, VR]{Children: ch},
-			get: g, join: join, grace: grace.Milliseconds(), bufferName: bufferName, ks: ks, vs: vs}, err
+		j := &streamTableJoinNode[K, V, VT, VR]{Base: rt.Base{NodeName: bc.Spec.Name, T: bc.Task}, Forwarder: rt.Forwarder[K, VR]{Children: ch}, join: join}
+		j.lookup, err = getter.lookup(bc.Task)
+		return &graceJoinNode[K, V, VT, VR]{streamTableJoinNode: j, grace: grace.Milliseconds(), bufferName: bufferName, ks: ks, vs: vs}, err
 	}), parent)
 	if getter != nil {
 		b.connect(node, getter.store)
@@ -193,15 +190,12 @@ func streamTableJoinGrace[K, V, VT, VR any](s *KStream[K, V], t *KTable[K, VT], 
 // order, then key order, then arrival order, as Kafka Streams' buffer
 // (time-first window keys) lets them out.
 type graceJoinNode[K, V, VT, VR any] struct {
-	rt.Base
-	rt.Forwarder[K, VR]
-	get        asOfGetter[K, VT]
-	join       func(V, *VT) (VR, bool)
-	grace      int64
-	bufferName string
-	buffer     stores.KeyValueStore[[]byte, []byte]
-	ks         serde.Serde[K]
-	vs         serde.Serde[V]
+	*streamTableJoinNode[K, V, VT, VR] // joins a record once it leaves the buffer
+	grace                              int64
+	bufferName                         string
+	buffer                             stores.KeyValueStore[[]byte, []byte]
+	ks                                 serde.Serde[K]
+	vs                                 serde.Serde[V]
 	// streamTime and seq are kept in the buffer ('m'), read at Init.
 	streamTime, seq int64
 }
@@ -238,7 +232,7 @@ func (n *graceJoinNode[K, V, VT, VR]) Process(r processor.Record[K, V]) {
 	}
 	if n.streamTime-n.grace > r.Timestamp {
 		// Older than the grace period already: joined at once.
-		n.emit(r)
+		n.joinOne(r)
 		if advanced {
 			n.saveMeta()
 		}
@@ -319,24 +313,6 @@ func (n *graceJoinNode[K, V, VT, VR]) evict() {
 			n.Fail(fmt.Errorf("%s: a buffered value: %w", n.NodeName, err))
 			return
 		}
-		n.emit(processor.Record[K, V]{Key: k, Value: v, Timestamp: ts, Headers: h})
+		n.joinOne(processor.Record[K, V]{Key: k, Value: v, Timestamp: ts, Headers: h})
 	}
-}
-
-// emit joins r with the table as of r's timestamp.
-func (n *graceJoinNode[K, V, VT, VR]) emit(r processor.Record[K, V]) {
-	vt, _, ok, err := n.get(r.Key, r.Timestamp)
-	if err != nil {
-		n.Fail(err)
-		return
-	}
-	var p *VT
-	if ok {
-		p = &vt
-	}
-	out, ok := n.join(r.Value, p)
-	if !ok {
-		return
-	}
-	n.Forward(processor.Record[K, VR]{Key: r.Key, Value: out, Timestamp: r.Timestamp, Headers: r.Headers})
 }
