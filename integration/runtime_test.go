@@ -170,6 +170,9 @@ func TestScaling(t *testing.T) {
 			a.strike("scaled out to 3 instances", 0.15, 0.45, func() {
 				w1, w2 = a.start("p1", args...), a.start("p2", args...)
 			})
+			// Scale in only once the two new instances run their tasks.
+			w1.waitRunning(t, time.Minute)
+			w2.waitRunning(t, time.Minute)
 			a.strike("scaled in to 1 instance", 0.55, 0.85, func() {
 				w1.stop(t)
 				w2.stop(t)

@@ -203,9 +203,12 @@ func (w *worker) kill(t *testing.T) {
 	t.Logf("killed %s (SIGKILL)", w.name)
 }
 
-// stop ends the worker with SIGTERM and expects a clean exit.
+// stop ends the worker with SIGTERM and expects a clean exit. It first
+// waits until the worker handles SIGTERM (it logged "worker started"): a
+// signal before that would end the process like SIGKILL.
 func (w *worker) stop(t *testing.T) {
 	t.Helper()
+	w.waitFor(t, "worker started", time.Minute)
 	w.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
 	go func() { done <- w.cmd.Wait() }()

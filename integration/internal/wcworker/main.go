@@ -27,6 +27,10 @@ import (
 )
 
 func main() {
+	// SIGTERM asks for a clean stop from the first instruction on (the
+	// tests stop a worker as soon as it logged "worker started").
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
 	var (
 		brokers    = flag.String("brokers", "", "bootstrap servers")
 		app        = flag.String("app", "", "application id")
@@ -48,6 +52,7 @@ func main() {
 	flag.Parse()
 	log, _ := zap.NewProduction()
 	defer log.Sync()
+	log.Info("worker started")
 	g, err := streams.ParseGuarantee(*guarantee)
 	if err != nil {
 		log.Fatal("bad guarantee", zap.Error(err))
@@ -94,8 +99,6 @@ func main() {
 			}
 		}()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	start := time.Now()
 	if err := a.Run(ctx); err != nil {
 		log.Error("run failed", zap.Error(err))
