@@ -1,41 +1,26 @@
 package avro
 
 import (
-	"crypto/tls"
-	"errors"
 	"fmt"
-	"net/http"
-	"strings"
 	"sync"
-	"time"
 
 	"github.com/linkedin/goavro/v2"
 	"github.com/riferrei/srclient"
 
-	"github.com/eddy-go/eddy/serde"
+	"github.com/eddy-go/eddy/serde/registry"
 )
 
 // RegistryConfig says how to reach a Confluent-compatible schema registry.
-type RegistryConfig struct {
-	// URL of the registry, e.g. "http://localhost:8081". Required.
-	URL string
-	// Username and Password, when set, are sent as HTTP basic auth.
-	Username, Password string
-	// TLS configures HTTPS (client certificates, CAs). Default: Go's.
-	TLS *tls.Config
-	// Timeout of each registry request. Default 10s.
-	Timeout time.Duration
-	// Client replaces the HTTP client entirely (tests use srclient's mock
-	// through NewRegistryWithClient instead).
-	Client *http.Client
-}
+type RegistryConfig = registry.Config
 
-// Registry is a schema registry client with the caches a serde needs: a
-// schema id is looked up once, then served from memory, so a registry
-// outage does not stop processing of schemas already seen. A Registry is
-// safe for concurrent use and meant to be shared by all serdes of an app.
+// Registry is a schema registry client with the caches an Avro serde
+// needs: a schema id is looked up once, then served from memory (parsed,
+// with its codec), so a registry outage does not stop processing of
+// schemas already seen. A Registry is safe for concurrent use and meant to
+// be shared by all Avro serdes of an app; NewRegistryFrom shares one
+// registry.Client with the Protobuf and JSON Schema serdes too.
 type Registry struct {
-	client srclient.ISchemaRegistryClient
+	client *registry.Client
 
 	mu sync.RWMutex
 	// guarded by mu
@@ -52,31 +37,21 @@ type writerSchema struct {
 
 // NewRegistry returns a client of the registry cfg names.
 func NewRegistry(cfg RegistryConfig) (*Registry, error) {
-	if cfg.URL == "" {
-		return nil, errors.New("avro: RegistryConfig.URL is required")
+	c, err := registry.New(cfg)
+	if err != nil {
+		return nil, err
 	}
-	hc := cfg.Client
-	if hc == nil {
-		timeout := cfg.Timeout
-		if timeout == 0 {
-			timeout = 10 * time.Second
-		}
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		if cfg.TLS != nil {
-			tr.TLSClientConfig = cfg.TLS
-		}
-		hc = &http.Client{Timeout: timeout, Transport: tr}
-	}
-	c := srclient.NewSchemaRegistryClient(strings.TrimRight(cfg.URL, "/"), srclient.WithClient(hc))
-	if cfg.Username != "" || cfg.Password != "" {
-		c.SetCredentials(cfg.Username, cfg.Password)
-	}
-	return NewRegistryWithClient(c), nil
+	return NewRegistryFrom(c), nil
 }
 
 // NewRegistryWithClient wraps an srclient client (srclient's mock in
 // tests).
 func NewRegistryWithClient(c srclient.ISchemaRegistryClient) *Registry {
+	return NewRegistryFrom(registry.NewWithClient(c))
+}
+
+// NewRegistryFrom returns an Avro registry over a shared registry client.
+func NewRegistryFrom(c *registry.Client) *Registry {
 	return &Registry{client: c, byID: map[int]*writerSchema{}}
 }
 
@@ -89,11 +64,11 @@ func (r *Registry) schemaByID(id int) (*writerSchema, error) {
 	if ok {
 		return ws, nil
 	}
-	s, err := r.client.GetSchema(id)
+	s, err := r.client.ByID(id)
 	if err != nil {
-		return nil, fmt.Errorf("avro: looking up schema id %d in the registry: %w", id, refused(err))
+		return nil, fmt.Errorf("avro: %w", err)
 	}
-	return r.remember(id, s.Schema())
+	return r.remember(id, s.Text)
 }
 
 func (r *Registry) remember(id int, text string) (*writerSchema, error) {
@@ -113,84 +88,29 @@ func (r *Registry) remember(id int, text string) (*writerSchema, error) {
 }
 
 // ErrUnauthorized is wrapped by the errors of registry requests refused
-// for their credentials (HTTP 401: RegistryConfig.Username and Password)
-// or their permissions (HTTP 403). It wraps serde.ErrSetup: a running app
-// stops with it rather than treat the records as bad.
-var ErrUnauthorized error = refusal{}
-
-type refusal struct{}
-
-func (refusal) Error() string { return "avro: the schema registry refused the request" }
-func (refusal) Unwrap() error { return serde.ErrSetup }
-
-// refused wraps an error of a request the registry refused with HTTP 401
-// or 403 in ErrUnauthorized, saying which; other errors are returned as
-// they are.
-func refused(err error) error {
-	code := 0
-	var re srclient.Error
-	switch {
-	case errors.As(err, &re):
-		code = re.Code
-		for code >= 1000 { // Confluent's 40101, 40301
-			code /= 100
-		}
-	case strings.HasPrefix(err.Error(), "401 "):
-		code = 401
-	case strings.HasPrefix(err.Error(), "403 "):
-		code = 403
-	}
-	switch code {
-	case 401:
-		return fmt.Errorf("%w: HTTP 401, the credentials were not accepted (check RegistryConfig.Username and Password): %v", ErrUnauthorized, err)
-	case 403:
-		return fmt.Errorf("%w: HTTP 403, the user may not do this: %v", ErrUnauthorized, err)
-	}
-	return err
-}
+// for their credentials (HTTP 401) or their permissions (HTTP 403). It
+// wraps serde.ErrSetup: a running app stops with it rather than treat the
+// records as bad.
+var ErrUnauthorized = registry.ErrUnauthorized
 
 // IncompatibleError is the registry refusing a schema for a subject.
-type IncompatibleError struct {
-	Subject string
-	// Level is the subject's compatibility level (BACKWARD, FULL, …), ""
-	// when the registry would not say.
-	Level string
-	// Reason is the registry's own message.
-	Reason string
-	Code   int
-}
-
-func (e *IncompatibleError) Error() string {
-	level := e.Level
-	if level == "" {
-		level = "unknown"
-	}
-	return fmt.Sprintf("avro: the schema registry refused the schema for subject %q (compatibility level %s): %s", e.Subject, level, e.Reason)
-}
+type IncompatibleError = registry.IncompatibleError
 
 // register registers text under subject (or finds it already there) and
 // returns its id.
 func (r *Registry) register(subject, text string) (*writerSchema, error) {
-	s, err := r.client.CreateSchema(subject, text, srclient.Avro)
+	s, err := r.client.Register(subject, registry.Avro, text)
 	if err != nil {
-		var re srclient.Error
-		if errors.As(err, &re) && (re.Code == 409 || re.Code == 42201 || re.Code == 422) {
-			ie := &IncompatibleError{Subject: subject, Reason: re.Message, Code: re.Code}
-			if lvl, lerr := r.client.GetCompatibilityLevel(subject, true); lerr == nil && lvl != nil {
-				ie.Level = string(*lvl)
-			}
-			return nil, ie
-		}
-		return nil, fmt.Errorf("avro: registering the schema for subject %q: %w", subject, refused(err))
+		return nil, fmt.Errorf("avro: %w", err)
 	}
-	return r.remember(s.ID(), text)
+	return r.remember(s.ID, text)
 }
 
 // latest returns the latest schema registered under subject.
 func (r *Registry) latest(subject string) (*writerSchema, error) {
-	s, err := r.client.GetLatestSchema(subject)
+	s, err := r.client.Latest(subject)
 	if err != nil {
-		return nil, fmt.Errorf("avro: reading the latest schema of subject %q: %w", subject, refused(err))
+		return nil, fmt.Errorf("avro: %w", err)
 	}
-	return r.remember(s.ID(), s.Schema())
+	return r.remember(s.ID, s.Text)
 }

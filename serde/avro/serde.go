@@ -1,25 +1,27 @@
 package avro
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"reflect"
 	"sync"
 
 	"github.com/linkedin/goavro/v2"
+
+	"github.com/eddy-go/eddy/serde/registry"
 )
 
 // SubjectStrategy names the registry subject a topic's schema lives under.
-type SubjectStrategy int
+type SubjectStrategy = registry.SubjectStrategy
 
+// The subject name strategies.
 const (
 	// TopicName: "<topic>-value" (or "<topic>-key"). The default.
-	TopicName SubjectStrategy = iota
+	TopicName = registry.TopicName
 	// RecordName: the record's full name, whatever the topic.
-	RecordName
+	RecordName = registry.RecordName
 	// TopicRecordName: "<topic>-<record full name>".
-	TopicRecordName
+	TopicRecordName = registry.TopicRecordName
 )
 
 type writeMode int
@@ -132,16 +134,7 @@ func New[T any](reg *Registry, schemaJSON string, opts ...Option) (*Serde[T], er
 // Subject returns the registry subject of topic under the serde's
 // strategy.
 func (s *Serde[T]) Subject(topic string) string {
-	switch s.opts.strategy {
-	case RecordName:
-		return s.schema.name
-	case TopicRecordName:
-		return topic + "-" + s.schema.name
-	}
-	if s.opts.key {
-		return topic + "-key"
-	}
-	return topic + "-value"
+	return s.opts.strategy.Subject(topic, s.opts.key, s.schema.name)
 }
 
 func (s *Serde[T]) writerFor(topic string) *writer {
@@ -200,9 +193,7 @@ func (s *Serde[T]) Serialize(topic string, v T) ([]byte, error) {
 			return nil, fmt.Errorf("avro: converting to schema id %d: %w", w.ws.id, err)
 		}
 	}
-	buf := make([]byte, 5, 64)
-	binary.BigEndian.PutUint32(buf[1:], uint32(w.ws.id))
-	out, err := w.ws.codec.BinaryFromNative(buf, native)
+	out, err := w.ws.codec.BinaryFromNative(registry.AppendHeader(make([]byte, 0, 64), w.ws.id), native)
 	if err != nil {
 		return nil, fmt.Errorf("avro: encoding %s: %w", s.typ, err)
 	}
@@ -210,26 +201,23 @@ func (s *Serde[T]) Serialize(topic string, v T) ([]byte, error) {
 }
 
 // ErrWireFormat reports bytes that are not in the Confluent wire format.
-var ErrWireFormat = errors.New("avro: not in the Confluent wire format")
+var ErrWireFormat = registry.ErrWireFormat
 
 // Deserialize implements serde.Serde.
 func (s *Serde[T]) Deserialize(_ string, data []byte) (T, error) {
 	var zero T
-	if len(data) < 5 {
-		return zero, fmt.Errorf("%w: %d bytes, need at least 5", ErrWireFormat, len(data))
+	id, payload, err := registry.ParseHeader(data)
+	if err != nil {
+		return zero, err
 	}
-	if data[0] != 0 {
-		return zero, fmt.Errorf("%w: magic byte %d, want 0", ErrWireFormat, data[0])
-	}
-	id := int(binary.BigEndian.Uint32(data[1:5]))
 	ws, err := s.reg.schemaByID(id)
 	if err != nil {
 		return zero, err
 	}
-	if err := checkBinary(ws.schema, data[5:]); err != nil {
+	if err := checkBinary(ws.schema, payload); err != nil {
 		return zero, fmt.Errorf("avro: decoding with schema id %d: %w", id, err)
 	}
-	native, rest, err := ws.codec.NativeFromBinary(data[5:])
+	native, rest, err := ws.codec.NativeFromBinary(payload)
 	if err != nil {
 		return zero, fmt.Errorf("avro: decoding with schema id %d: %w", id, err)
 	}

@@ -1,0 +1,377 @@
+// Package registry is the Confluent-compatible schema registry client that
+// eddy's registry serdes (serde/avro, serde/protobuf, serde/jsonschema)
+// share, and the Confluent wire format's framing: a 0 magic byte, then the
+// writer schema's 4-byte big-endian id, then the payload.
+//
+// One Client is meant to serve every serde of an app: a schema is fetched
+// by id once and then served from memory, so a registry outage does not
+// stop processing of schemas already seen.
+//
+//	reg, err := registry.New(registry.Config{URL: "http://localhost:8081"})
+//	orders, err := protobuf.New[*orderpb.Order](reg)
+//	events, err := jsonschema.New[Event](reg, jsonschema.Derived())
+package registry
+
+import (
+	"crypto/tls"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/riferrei/srclient"
+
+	"github.com/eddy-go/eddy/serde"
+)
+
+// Config says how to reach a Confluent-compatible schema registry.
+type Config struct {
+	// URL of the registry, e.g. "http://localhost:8081". Required.
+	URL string
+	// Username and Password, when set, are sent as HTTP basic auth.
+	Username, Password string
+	// TLS configures HTTPS (client certificates, CAs). Default: Go's.
+	TLS *tls.Config
+	// Timeout of each registry request. Default 10s.
+	Timeout time.Duration
+	// Client replaces the HTTP client entirely.
+	Client *http.Client
+}
+
+// Type is a schema's format as the registry names it.
+type Type string
+
+// The registry's three schema types.
+const (
+	Avro     Type = "AVRO"
+	Protobuf Type = "PROTOBUF"
+	JSON     Type = "JSON"
+)
+
+// Reference is a schema's use of another registered schema: a Protobuf
+// import or a JSON Schema $ref, by its name there, served by a subject's
+// version.
+type Reference struct {
+	Name    string
+	Subject string
+	Version int
+}
+
+// Schema is a registered schema.
+type Schema struct {
+	// ID is the registry's id of the schema, the one in the wire format.
+	ID int
+	// Type is the schema's format.
+	Type Type
+	// Text is the schema as registered (Avro or JSON Schema JSON, Protobuf
+	// .proto source).
+	Text string
+	// References are the schemas it imports.
+	References []Reference
+	// Subject and Version say where it was found, when it was looked up by
+	// subject (zero when looked up by id alone).
+	Subject string
+	Version int
+}
+
+// Client is a schema registry client with the caches serdes need. It is
+// safe for concurrent use.
+type Client struct {
+	c srclient.ISchemaRegistryClient
+	// url and hc make the one request srclient lacks (a subject's name as
+	// the registry stores it); nil hc when wrapping a given client.
+	url string
+	hc  *http.Client
+	cfg Config
+
+	mu sync.RWMutex
+	// guarded by mu
+	byID      map[int]*Schema
+	byVersion map[subjectVersion]*Schema
+}
+
+type subjectVersion struct {
+	subject string
+	version int
+}
+
+// New returns a client of the registry cfg names.
+func New(cfg Config) (*Client, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("schema registry: Config.URL is required")
+	}
+	hc := cfg.Client
+	if hc == nil {
+		timeout := cfg.Timeout
+		if timeout == 0 {
+			timeout = 10 * time.Second
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		if cfg.TLS != nil {
+			tr.TLSClientConfig = cfg.TLS
+		}
+		hc = &http.Client{Timeout: timeout, Transport: tr}
+	}
+	c := srclient.NewSchemaRegistryClient(strings.TrimRight(cfg.URL, "/"), srclient.WithClient(hc))
+	if cfg.Username != "" || cfg.Password != "" {
+		c.SetCredentials(cfg.Username, cfg.Password)
+	}
+	out := NewWithClient(c)
+	out.url, out.hc, out.cfg = strings.TrimRight(cfg.URL, "/"), hc, cfg
+	return out, nil
+}
+
+// NewWithClient wraps an srclient client (srclient's mock in tests).
+func NewWithClient(c srclient.ISchemaRegistryClient) *Client {
+	return &Client{c: c, byID: map[int]*Schema{}, byVersion: map[subjectVersion]*Schema{}}
+}
+
+func fromSR(s *srclient.Schema, subject string) *Schema {
+	t := Avro
+	if st := s.SchemaType(); st != nil && *st != "" {
+		t = Type(*st)
+	}
+	out := &Schema{ID: s.ID(), Type: t, Text: s.Schema(), Subject: subject, Version: s.Version()}
+	for _, r := range s.References() {
+		out.References = append(out.References, Reference{Name: r.Name, Subject: r.Subject, Version: r.Version})
+	}
+	return out
+}
+
+func toSR(refs []Reference) []srclient.Reference {
+	var out []srclient.Reference
+	for _, r := range refs {
+		out = append(out, srclient.Reference{Name: r.Name, Subject: r.Subject, Version: r.Version})
+	}
+	return out
+}
+
+// ByID returns the schema with id, from memory after the first lookup.
+func (c *Client) ByID(id int) (*Schema, error) {
+	c.mu.RLock()
+	s, ok := c.byID[id]
+	c.mu.RUnlock()
+	if ok {
+		return s, nil
+	}
+	got, err := c.c.GetSchema(id)
+	if err != nil {
+		return nil, fmt.Errorf("schema registry: looking up schema id %d: %w", id, refused(err))
+	}
+	s = fromSR(got, "")
+	s.ID = id
+	c.mu.Lock()
+	c.byID[id] = s
+	c.mu.Unlock()
+	return s, nil
+}
+
+// Version returns a subject's version (a reference's target), from memory
+// after the first lookup.
+func (c *Client) Version(subject string, version int) (*Schema, error) {
+	k := subjectVersion{subject, version}
+	c.mu.RLock()
+	s, ok := c.byVersion[k]
+	c.mu.RUnlock()
+	if ok {
+		return s, nil
+	}
+	got, err := c.c.GetSchemaByVersion(subject, version)
+	if err != nil {
+		return nil, fmt.Errorf("schema registry: reading version %d of subject %q: %w", version, subject, refused(err))
+	}
+	s = fromSR(got, subject)
+	s.Version = version
+	c.mu.Lock()
+	c.byVersion[k] = s
+	c.mu.Unlock()
+	return s, nil
+}
+
+// Latest returns the latest schema registered under subject (not cached:
+// it is read when a serde starts writing a subject).
+func (c *Client) Latest(subject string) (*Schema, error) {
+	got, err := c.c.GetLatestSchema(subject)
+	if err != nil {
+		return nil, fmt.Errorf("schema registry: reading the latest schema of subject %q: %w", subject, refused(err))
+	}
+	return fromSR(got, subject), nil
+}
+
+// Register registers a schema under subject (or finds it already there)
+// and returns it with its id and version. A schema the registry refuses
+// (incompatible with the subject's earlier versions, or invalid) is an
+// *IncompatibleError.
+func (c *Client) Register(subject string, t Type, text string, refs ...Reference) (*Schema, error) {
+	got, err := c.c.CreateSchema(subject, text, srclient.SchemaType(t), toSR(refs)...)
+	if err != nil {
+		var re srclient.Error
+		if errors.As(err, &re) && (re.Code == 409 || re.Code == 42201 || re.Code == 422) {
+			ie := &IncompatibleError{Subject: subject, Reason: re.Message, Code: re.Code}
+			if lvl, lerr := c.c.GetCompatibilityLevel(subject, true); lerr == nil && lvl != nil {
+				ie.Level = string(*lvl)
+			}
+			return nil, ie
+		}
+		return nil, fmt.Errorf("schema registry: registering a schema for subject %q: %w", subject, refused(err))
+	}
+	s := fromSR(got, subject)
+	s.Type, s.Text, s.References = t, text, refs
+	if s.Version == 0 {
+		// The registry answers a registration with the id alone; the
+		// version is what a reference to this schema names.
+		if l, err := c.c.LookupSchema(subject, text, srclient.SchemaType(t), toSR(refs)...); err == nil {
+			s.Version = l.Version()
+		}
+	}
+	if s.Version != 0 {
+		if name, err := c.storedName(subject, s.Version); err == nil && name != "" {
+			s.Subject = name
+		}
+	}
+	return s, nil
+}
+
+// storedName returns the name the registry stores subject under, which a
+// reference to it must name. Confluent's registry decodes a subject's
+// URL escapes ("a%2Fb.proto" is "a/b.proto"); some compatible registries
+// keep them, so a subject holding "/" (an import path) is stored escaped.
+func (c *Client) storedName(subject string, version int) (string, error) {
+	if c.hc == nil || !strings.ContainsAny(subject, "/%?#") {
+		return subject, nil
+	}
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/subjects/%s/versions/%d", c.url, url.PathEscape(subject), version), nil)
+	if err != nil {
+		return "", err
+	}
+	if c.cfg.Username != "" || c.cfg.Password != "" {
+		req.SetBasicAuth(c.cfg.Username, c.cfg.Password)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	var v struct {
+		Subject string `json:"subject"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return "", err
+	}
+	return v.Subject, nil
+}
+
+// ErrUnauthorized is wrapped by the errors of registry requests refused
+// for their credentials (HTTP 401: Config.Username and Password) or their
+// permissions (HTTP 403). It wraps serde.ErrSetup: a running app stops with
+// it rather than treat the records as bad.
+var ErrUnauthorized error = refusal{}
+
+type refusal struct{}
+
+func (refusal) Error() string { return "the schema registry refused the request" }
+func (refusal) Unwrap() error { return serde.ErrSetup }
+
+// refused wraps an error of a request the registry refused with HTTP 401
+// or 403 in ErrUnauthorized, saying which; other errors are returned as
+// they are.
+func refused(err error) error {
+	code := 0
+	var re srclient.Error
+	switch {
+	case errors.As(err, &re):
+		code = re.Code
+		for code >= 1000 { // Confluent's 40101, 40301
+			code /= 100
+		}
+	case strings.HasPrefix(err.Error(), "401 "):
+		code = 401
+	case strings.HasPrefix(err.Error(), "403 "):
+		code = 403
+	}
+	switch code {
+	case 401:
+		return fmt.Errorf("%w: HTTP 401, the credentials were not accepted (check the registry's Username and Password): %v", ErrUnauthorized, err)
+	case 403:
+		return fmt.Errorf("%w: HTTP 403, the user may not do this: %v", ErrUnauthorized, err)
+	}
+	return err
+}
+
+// IncompatibleError is the registry refusing a schema for a subject:
+// incompatible with its earlier versions under the subject's compatibility
+// level, or not a valid schema.
+type IncompatibleError struct {
+	Subject string
+	// Level is the subject's compatibility level (BACKWARD, FULL, …), ""
+	// when the registry would not say.
+	Level string
+	// Reason is the registry's own message.
+	Reason string
+	// Code is the registry's error code (409 incompatible, 42201 invalid).
+	Code int
+}
+
+func (e *IncompatibleError) Error() string {
+	level := e.Level
+	if level == "" {
+		level = "unknown"
+	}
+	return fmt.Sprintf("the schema registry refused the schema for subject %q (compatibility level %s): %s", e.Subject, level, e.Reason)
+}
+
+// ErrWireFormat reports bytes that are not in the Confluent wire format.
+var ErrWireFormat = errors.New("serde: not in the Confluent wire format")
+
+// AppendHeader appends the wire format's header (magic byte and schema
+// id) to buf.
+func AppendHeader(buf []byte, id int) []byte {
+	return binary.BigEndian.AppendUint32(append(buf, 0), uint32(id))
+}
+
+// ParseHeader splits bytes in the wire format into the writer schema's id
+// and the payload.
+func ParseHeader(data []byte) (id int, payload []byte, err error) {
+	if len(data) < 5 {
+		return 0, nil, fmt.Errorf("%w: %d bytes, need at least 5", ErrWireFormat, len(data))
+	}
+	if data[0] != 0 {
+		return 0, nil, fmt.Errorf("%w: magic byte %d, want 0", ErrWireFormat, data[0])
+	}
+	return int(binary.BigEndian.Uint32(data[1:5])), data[5:], nil
+}
+
+// SubjectStrategy names the registry subject a topic's schema lives under.
+type SubjectStrategy int
+
+const (
+	// TopicName: "<topic>-value" (or "<topic>-key"). The default.
+	TopicName SubjectStrategy = iota
+	// RecordName: the record's full name, whatever the topic.
+	RecordName
+	// TopicRecordName: "<topic>-<record full name>".
+	TopicRecordName
+)
+
+// Subject returns the subject of topic's keys (key) or values under the
+// strategy, for a record of the given full name.
+func (s SubjectStrategy) Subject(topic string, key bool, record string) string {
+	switch s {
+	case RecordName:
+		return record
+	case TopicRecordName:
+		return topic + "-" + record
+	}
+	if key {
+		return topic + "-key"
+	}
+	return topic + "-value"
+}
