@@ -39,8 +39,10 @@ fi
 net_before=$(scripts/containers.sh netstate)
 if ! scripts/containers.sh status >/dev/null 2>&1; then containers_started=1; fi
 scripts/containers.sh up
+scripts/confluent-python.sh up
 eval "$(scripts/kafka.sh env)"
 eval "$(scripts/containers.sh env)"
+eval "$(scripts/confluent-python.sh env)"
 export EDDY_REQUIRE_REAL_SERVICES=1
 [[ $started == 1 ]] || echo "test.sh: using the services already running"
 
