@@ -1,6 +1,6 @@
 # eddy — make targets. `make test` is the one test command.
 
-.PHONY: test bench fuzz parity services-start services-stop services-status
+.PHONY: test bench fuzz parity proto services-start services-stop services-status
 
 ## test: gofmt and vet checks, then go test -race on every module against a
 ## real Kafka broker and schema registry (started and stopped as needed).
@@ -22,6 +22,12 @@ fuzz:
 ## eddy with Kafka Streams on PARITY_SEEDS (200) random inputs per scenario.
 parity:
 	scripts/parity.sh
+
+## proto: regenerate the Go messages of eddy's Protobuf test schemas
+## (internal/testpb) with tools/protogen (no protoc needed).
+proto:
+	cd tools && GOWORK=off go run ./protogen -I ../internal/testpb/proto -out .. \
+		-module github.com/eddy-go/eddy eddytest/money.proto eddytest/all.proto
 
 ## services-start: start the real broker and schema registry on 127.0.0.1.
 services-start:
