@@ -24,44 +24,30 @@ const (
 	TopicRecordName = registry.TopicRecordName
 )
 
-type writeMode int
-
-const (
-	autoRegister writeMode = iota
-	useLatest
-	useSchemaID
-)
-
 // Option configures a Serde.
 type Option func(*options)
 
-type options struct {
-	key      bool
-	strategy SubjectStrategy
-	mode     writeMode
-	id       int
-	topics   []string
-}
+type options struct{ registry.Options }
 
 // ForKeys makes the serde for record keys: subjects "<topic>-key".
-func ForKeys() Option { return func(o *options) { o.key = true } }
+func ForKeys() Option { return func(o *options) { o.Key = true } }
 
 // WithSubjectStrategy picks how subjects are named (default TopicName).
-func WithSubjectStrategy(s SubjectStrategy) Option { return func(o *options) { o.strategy = s } }
+func WithSubjectStrategy(s SubjectStrategy) Option { return func(o *options) { o.Strategy = s } }
 
 // UseLatestSchema writes with the latest schema registered under the
 // subject instead of registering the serde's own; values are converted to
 // it by Avro schema resolution.
-func UseLatestSchema() Option { return func(o *options) { o.mode = useLatest } }
+func UseLatestSchema() Option { return func(o *options) { o.Mode = registry.Latest } }
 
 // UseSchemaID writes with the registered schema id, without registering.
-func UseSchemaID(id int) Option { return func(o *options) { o.mode, o.id = useSchemaID, id } }
+func UseSchemaID(id int) Option { return func(o *options) { o.Mode, o.ID = registry.PinnedID, id } }
 
 // RegisterFor registers (or looks up, per the write mode) the writer
 // schema of these topics when the serde is created, so a schema the
 // registry refuses fails New instead of the first record.
 func RegisterFor(topics ...string) Option {
-	return func(o *options) { o.topics = append(o.topics, topics...) }
+	return func(o *options) { o.Topics = append(o.Topics, topics...) }
 }
 
 // Serde is an Avro serde in the Confluent wire format: a 0 magic byte, the
@@ -120,10 +106,10 @@ func New[T any](reg *Registry, schemaJSON string, opts ...Option) (*Serde[T], er
 	for _, o := range opts {
 		o(&s.opts)
 	}
-	if (s.opts.strategy == RecordName || s.opts.strategy == TopicRecordName) && parsed.kind != kRecord {
+	if (s.opts.Strategy == RecordName || s.opts.Strategy == TopicRecordName) && parsed.kind != kRecord {
 		return nil, errors.New("avro: RecordName subject strategies need a record schema")
 	}
-	for _, t := range s.opts.topics {
+	for _, t := range s.opts.Topics {
 		if w := s.writerFor(t); w.err != nil {
 			return nil, w.err
 		}
@@ -134,7 +120,7 @@ func New[T any](reg *Registry, schemaJSON string, opts ...Option) (*Serde[T], er
 // Subject returns the registry subject of topic under the serde's
 // strategy.
 func (s *Serde[T]) Subject(topic string) string {
-	return s.opts.strategy.Subject(topic, s.opts.key, s.schema.name)
+	return s.opts.Subject(topic, s.schema.name)
 }
 
 func (s *Serde[T]) writerFor(topic string) *writer {
@@ -148,11 +134,11 @@ func (s *Serde[T]) writerFor(topic string) *writer {
 	w = &writer{}
 	var ws *writerSchema
 	var err error
-	switch s.opts.mode {
-	case useLatest:
+	switch s.opts.Mode {
+	case registry.Latest:
 		ws, err = s.reg.latest(subject)
-	case useSchemaID:
-		ws, err = s.reg.schemaByID(s.opts.id)
+	case registry.PinnedID:
+		ws, err = s.reg.schemaByID(s.opts.ID)
 	default:
 		ws, err = s.reg.register(subject, s.text)
 	}
@@ -167,10 +153,7 @@ func (s *Serde[T]) writerFor(topic string) *writer {
 			w.err = fmt.Errorf("avro: values of the serde's schema cannot be written as schema id %d of subject %q: %w", ws.id, subject, err)
 		}
 	}
-	var ie *IncompatibleError
-	if w.err == nil || errors.As(w.err, &ie) {
-		// Success, and refusals, are final; other failures (the registry
-		// unreachable) are tried again on the next record.
+	if registry.Final(w.err) {
 		s.mu.Lock()
 		s.writers[subject] = w
 		s.mu.Unlock()

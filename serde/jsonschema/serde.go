@@ -15,23 +15,11 @@ import (
 	"github.com/eddy-go/eddy/serde/registry"
 )
 
-type writeMode int
-
-const (
-	autoRegister writeMode = iota
-	useLatest
-	useSchemaID
-)
-
 // Option configures a Serde.
 type Option func(*options)
 
 type options struct {
-	key      bool
-	strategy registry.SubjectStrategy
-	mode     writeMode
-	id       int
-	topics   []string
+	registry.Options
 	schema   string
 	validate bool
 }
@@ -49,27 +37,27 @@ func WithSchema(schema string) Option { return func(o *options) { o.schema = sch
 func Validate() Option { return func(o *options) { o.validate = true } }
 
 // ForKeys makes the serde for record keys: subjects "<topic>-key".
-func ForKeys() Option { return func(o *options) { o.key = true } }
+func ForKeys() Option { return func(o *options) { o.Key = true } }
 
 // WithSubjectStrategy picks how subjects are named (default
 // registry.TopicName; RecordName and TopicRecordName use the schema's
 // "title", which a derived schema sets to the Go type's name).
 func WithSubjectStrategy(s registry.SubjectStrategy) Option {
-	return func(o *options) { o.strategy = s }
+	return func(o *options) { o.Strategy = s }
 }
 
 // UseLatestSchema writes with the latest schema registered under the
 // subject instead of registering the serde's own.
-func UseLatestSchema() Option { return func(o *options) { o.mode = useLatest } }
+func UseLatestSchema() Option { return func(o *options) { o.Mode = registry.Latest } }
 
 // UseSchemaID writes with the registered schema id, without registering.
-func UseSchemaID(id int) Option { return func(o *options) { o.mode, o.id = useSchemaID, id } }
+func UseSchemaID(id int) Option { return func(o *options) { o.Mode, o.ID = registry.PinnedID, id } }
 
 // RegisterFor registers (or looks up, per the write mode) the writer
 // schema of these topics when the serde is created, so a schema the
 // registry refuses fails New instead of the first record.
 func RegisterFor(topics ...string) Option {
-	return func(o *options) { o.topics = append(o.topics, topics...) }
+	return func(o *options) { o.Topics = append(o.Topics, topics...) }
 }
 
 // Serde is a JSON Schema serde in the Confluent wire format: the magic byte
@@ -124,7 +112,7 @@ func New[T any](reg *registry.Client, opts ...Option) (*Serde[T], error) {
 		return nil, fmt.Errorf("jsonschema: the schema is not JSON: %w", err)
 	}
 	s.title = meta.Title
-	if s.opts.strategy != registry.TopicName && s.title == "" {
+	if s.opts.Strategy != registry.TopicName && s.title == "" {
 		return nil, errors.New("jsonschema: RecordName subject strategies need a schema with a title")
 	}
 	compiled, err := compileSchema("serde", s.text)
@@ -132,7 +120,7 @@ func New[T any](reg *registry.Client, opts ...Option) (*Serde[T], error) {
 		return nil, err
 	}
 	s.schema = compiled
-	for _, t := range s.opts.topics {
+	for _, t := range s.opts.Topics {
 		if w := s.writerFor(t); w.err != nil {
 			return nil, w.err
 		}
@@ -146,7 +134,7 @@ func (s *Serde[T]) Schema() string { return s.text }
 // Subject returns the registry subject of topic under the serde's
 // strategy.
 func (s *Serde[T]) Subject(topic string) string {
-	return s.opts.strategy.Subject(topic, s.opts.key, s.title)
+	return s.opts.Subject(topic, s.title)
 }
 
 func compileSchema(name, text string) (*js.Schema, error) {
@@ -172,8 +160,8 @@ func (s *Serde[T]) writerFor(topic string) *writer {
 		return w
 	}
 	w = &writer{schema: s.schema}
-	switch s.opts.mode {
-	case useLatest:
+	switch s.opts.Mode {
+	case registry.Latest:
 		latest, err := s.reg.Latest(subject)
 		if err != nil {
 			w.err = fmt.Errorf("jsonschema: %w", err)
@@ -181,8 +169,8 @@ func (s *Serde[T]) writerFor(topic string) *writer {
 			w.id = latest.ID
 			w.schema, w.err = s.writerSchema(latest.ID)
 		}
-	case useSchemaID:
-		w.id = s.opts.id
+	case registry.PinnedID:
+		w.id = s.opts.ID
 		w.schema, w.err = s.writerSchema(w.id)
 	default:
 		reg, err := s.reg.Register(subject, registry.JSON, s.text)
@@ -192,8 +180,7 @@ func (s *Serde[T]) writerFor(topic string) *writer {
 			w.id = reg.ID
 		}
 	}
-	var ie *registry.IncompatibleError
-	if w.err == nil || errors.As(w.err, &ie) {
+	if registry.Final(w.err) {
 		s.mu.Lock()
 		s.writers[subject] = w
 		s.mu.Unlock()

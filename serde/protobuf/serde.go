@@ -12,49 +12,35 @@ import (
 	"github.com/eddy-go/eddy/serde/registry"
 )
 
-type writeMode int
-
-const (
-	autoRegister writeMode = iota
-	useLatest
-	useSchemaID
-)
-
 // Option configures a Serde.
 type Option func(*options)
 
-type options struct {
-	key      bool
-	strategy registry.SubjectStrategy
-	mode     writeMode
-	id       int
-	topics   []string
-}
+type options struct{ registry.Options }
 
 // ForKeys makes the serde for record keys: subjects "<topic>-key".
-func ForKeys() Option { return func(o *options) { o.key = true } }
+func ForKeys() Option { return func(o *options) { o.Key = true } }
 
 // WithSubjectStrategy picks how subjects are named (default
 // registry.TopicName; RecordName and TopicRecordName use the message's
 // full name, e.g. "shop.Order").
 func WithSubjectStrategy(s registry.SubjectStrategy) Option {
-	return func(o *options) { o.strategy = s }
+	return func(o *options) { o.Strategy = s }
 }
 
 // UseLatestSchema writes with the latest schema registered under the
 // subject instead of registering the serde's own (Confluent's
 // use.latest.version with auto.register.schemas off). The message is found
 // in that schema by its full name.
-func UseLatestSchema() Option { return func(o *options) { o.mode = useLatest } }
+func UseLatestSchema() Option { return func(o *options) { o.Mode = registry.Latest } }
 
 // UseSchemaID writes with the registered schema id, without registering.
-func UseSchemaID(id int) Option { return func(o *options) { o.mode, o.id = useSchemaID, id } }
+func UseSchemaID(id int) Option { return func(o *options) { o.Mode, o.ID = registry.PinnedID, id } }
 
 // RegisterFor registers (or looks up, per the write mode) the writer
 // schema of these topics when the serde is created, so a schema the
 // registry refuses fails New instead of the first record.
 func RegisterFor(topics ...string) Option {
-	return func(o *options) { o.topics = append(o.topics, topics...) }
+	return func(o *options) { o.Topics = append(o.Topics, topics...) }
 }
 
 // Serde is a Protobuf serde in the Confluent wire format. T is a generated
@@ -128,7 +114,7 @@ func NewDynamic(reg *registry.Client, md protoreflect.MessageDescriptor, opts ..
 	}
 	s.dynamic = true
 	if md == nil {
-		if len(s.opts.topics) > 0 {
+		if len(s.opts.Topics) > 0 {
 			return nil, errors.New("protobuf: RegisterFor needs the message descriptor")
 		}
 		return s, nil
@@ -149,7 +135,7 @@ func newSerde[T proto.Message](reg *registry.Client, md protoreflect.MessageDesc
 }
 
 func (s *Serde[T]) registerFor(md protoreflect.MessageDescriptor) error {
-	for _, t := range s.opts.topics {
+	for _, t := range s.opts.Topics {
 		if w := s.writerFor(t, md); w.err != nil {
 			return w.err
 		}
@@ -160,7 +146,7 @@ func (s *Serde[T]) registerFor(md protoreflect.MessageDescriptor) error {
 // Subject returns the registry subject of topic's records of message md
 // under the serde's strategy.
 func (s *Serde[T]) Subject(topic string, md protoreflect.MessageDescriptor) string {
-	return s.opts.strategy.Subject(topic, s.opts.key, string(md.FullName()))
+	return s.opts.Subject(topic, string(md.FullName()))
 }
 
 func (s *Serde[T]) writerFor(topic string, md protoreflect.MessageDescriptor) *writer {
@@ -175,8 +161,8 @@ func (s *Serde[T]) writerFor(topic string, md protoreflect.MessageDescriptor) *w
 	var id int
 	indexes := messageIndexes(md)
 	var err error
-	switch s.opts.mode {
-	case useLatest, useSchemaID:
+	switch s.opts.Mode {
+	case registry.Latest, registry.PinnedID:
 		id, indexes, err = s.registered(k.subject, md)
 	default:
 		id, err = s.register(k.subject, md)
@@ -186,10 +172,7 @@ func (s *Serde[T]) writerFor(topic string, md protoreflect.MessageDescriptor) *w
 	} else {
 		w.header = appendIndexes(registry.AppendHeader(nil, id), indexes)
 	}
-	var ie *registry.IncompatibleError
-	if w.err == nil || errors.As(w.err, &ie) {
-		// Success, and refusals, are final; other failures (the registry
-		// unreachable) are tried again on the next record.
+	if registry.Final(w.err) {
 		s.mu.Lock()
 		s.writers[k] = w
 		s.mu.Unlock()
@@ -218,8 +201,8 @@ func (s *Serde[T]) register(subject string, md protoreflect.MessageDescriptor) (
 // registered finds the schema to write with (the subject's latest, or the
 // pinned id) and md's message indexes in it.
 func (s *Serde[T]) registered(subject string, md protoreflect.MessageDescriptor) (int, []int, error) {
-	id := s.opts.id
-	if s.opts.mode == useLatest {
+	id := s.opts.ID
+	if s.opts.Mode == registry.Latest {
 		latest, err := s.reg.Latest(subject)
 		if err != nil {
 			return 0, nil, fmt.Errorf("protobuf: %w", err)

@@ -375,3 +375,46 @@ func (s SubjectStrategy) Subject(topic string, key bool, record string) string {
 	}
 	return topic + "-value"
 }
+
+// WriteMode says which schema a serde writes with.
+type WriteMode int
+
+const (
+	// Register registers the serde's own schema (the default; Confluent's
+	// auto.register.schemas).
+	Register WriteMode = iota
+	// Latest writes with the latest schema registered under the subject
+	// (use.latest.version, without registering).
+	Latest
+	// PinnedID writes with a given schema id (use.schema.id).
+	PinnedID
+)
+
+// Options are the settings every registry serde takes, set by each
+// format's Option functions (ForKeys, WithSubjectStrategy,
+// UseLatestSchema, UseSchemaID, RegisterFor).
+type Options struct {
+	// Key: the serde is for record keys ("<topic>-key" subjects).
+	Key bool
+	// Strategy names subjects.
+	Strategy SubjectStrategy
+	// Mode and ID say which schema is written with.
+	Mode WriteMode
+	ID   int
+	// Topics are registered (or looked up) when the serde is created.
+	Topics []string
+}
+
+// Subject returns topic's subject for a record of the given full name.
+func (o *Options) Subject(topic, record string) string {
+	return o.Strategy.Subject(topic, o.Key, record)
+}
+
+// Final reports whether the outcome of setting up a writer (err, nil for
+// success) holds for good and may be remembered: success, and a refusal
+// by the registry, are final; other failures (the registry unreachable)
+// are worth trying again on the next record.
+func Final(err error) bool {
+	var ie *IncompatibleError
+	return err == nil || errors.As(err, &ie)
+}
