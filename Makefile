@@ -23,11 +23,14 @@ fuzz:
 parity:
 	scripts/parity.sh
 
-## proto: regenerate the Go messages of eddy's Protobuf test schemas
-## (internal/testpb) with tools/protogen (no protoc needed).
+## proto: regenerate the Go messages of eddy's Protobuf schemas (the
+## tests' internal/testpb, the ordertotals example's shoppb) with
+## tools/protogen (no protoc needed).
 proto:
 	cd tools && GOWORK=off go run ./protogen -I ../internal/testpb/proto -out .. \
 		-module github.com/eddy-go/eddy eddytest/money.proto eddytest/all.proto
+	cd tools && GOWORK=off go run ./protogen -I ../examples/ordertotals/shoppb/proto -out ../examples \
+		-module github.com/eddy-go/eddy/examples shop/shop.proto
 
 ## services-start: start the real broker and schema registry on 127.0.0.1.
 services-start:

@@ -5,7 +5,8 @@
 //
 // The service reads Avro orders keyed by order id and keeps each
 // customer's running total: how many orders and how many cents, written as
-// Avro to an output topic keyed by customer.
+// Avro to an output topic keyed by customer. ProtobufTopology is the same
+// service for events defined in Protobuf (shoppb).
 package ordertotals
 
 import (
