@@ -28,7 +28,7 @@ parity:
 ## tools/protogen (no protoc needed).
 proto:
 	cd tools && GOWORK=off go run ./protogen -I ../internal/testpb/proto -out .. \
-		-module github.com/eddy-go/eddy eddytest/money.proto eddytest/all.proto
+		-module github.com/eddy-go/eddy eddytest/money.proto eddytest/all.proto eddytest/ten.proto
 	cd tools && GOWORK=off go run ./protogen -I ../examples/ordertotals/shoppb/proto -out ../examples \
 		-module github.com/eddy-go/eddy/examples shop/shop.proto
 

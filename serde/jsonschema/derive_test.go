@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/eddy-go/eddy/serde/registry"
 )
 
 type node struct {
@@ -23,4 +25,28 @@ func TestDeriveRefusesWhatItCannotDescribe(t *testing.T) {
 			t.Fatalf("%v: %v, want an error saying %q", c.t, err, c.want)
 		}
 	}
+}
+
+type fuzzed struct {
+	ID    string            `json:"id"`
+	Items []map[string]int  `json:"items"`
+	Tags  map[string]string `json:"tags,omitempty"`
+	Ptr   *float64          `json:"ptr"`
+}
+
+// Any bytes read by a validating serde are a value or an error, never a
+// panic.
+func FuzzDeserialize(f *testing.F) {
+	s, err := New[fuzzed](registry.NewInMemory(), Validate())
+	if err != nil {
+		f.Fatal(err)
+	}
+	good, err := s.Serialize("t", fuzzed{ID: "a", Items: []map[string]int{{"x": 1}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s.Deserialize("t", b)
+	})
 }

@@ -298,8 +298,21 @@ func (s *Serde[T]) Deserialize(_ string, data []byte) (T, error) {
 	default:
 		out = any(dynamicpb.NewMessage(md)).(T)
 	}
-	if err := proto.Unmarshal(body, out); err != nil {
+	if err := unmarshal(body, out); err != nil {
 		return zero, fmt.Errorf("protobuf: decoding %s (schema id %d): %w", md.FullName(), id, err)
 	}
 	return out, nil
+}
+
+// unmarshal is proto.Unmarshal, with a panic in it (protobuf-go's reflective
+// decoder, which dynamic messages take, panics on some damaged map
+// entries) returned as an error: a bad record is the error handler's, it
+// never ends the app.
+func unmarshal(body []byte, m proto.Message) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("damaged message: %v", p)
+		}
+	}()
+	return proto.Unmarshal(body, m)
 }

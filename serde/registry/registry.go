@@ -82,17 +82,25 @@ type Schema struct {
 // Client is a schema registry client with the caches serdes need. It is
 // safe for concurrent use.
 type Client struct {
-	c srclient.ISchemaRegistryClient
-	// url and hc make the one request srclient lacks (a subject's name as
-	// the registry stores it); nil hc when wrapping a given client.
-	url string
-	hc  *http.Client
-	cfg Config
+	b backend
 
 	mu sync.RWMutex
 	// guarded by mu
 	byID      map[int]*Schema
 	byVersion map[subjectVersion]*Schema
+}
+
+// backend is what a Client asks of a registry: a Confluent-compatible one
+// over HTTP (srclient), or the in-process one of NewInMemory.
+type backend interface {
+	// byID returns the schema with id.
+	byID(id int) (*Schema, error)
+	// version returns a subject's version; 0 means its latest.
+	version(subject string, version int) (*Schema, error)
+	// register registers a schema under subject, or finds it there, and
+	// returns it with its id, version and the subject's name as the
+	// registry stores it; a refusal is an *IncompatibleError.
+	register(subject string, t Type, text string, refs []Reference) (*Schema, error)
 }
 
 type subjectVersion struct {
@@ -121,14 +129,84 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Username != "" || cfg.Password != "" {
 		c.SetCredentials(cfg.Username, cfg.Password)
 	}
-	out := NewWithClient(c)
-	out.url, out.hc, out.cfg = strings.TrimRight(cfg.URL, "/"), hc, cfg
-	return out, nil
+	return newClient(&remote{c: c, url: strings.TrimRight(cfg.URL, "/"), hc: hc, cfg: cfg}), nil
 }
 
 // NewWithClient wraps an srclient client (srclient's mock in tests).
 func NewWithClient(c srclient.ISchemaRegistryClient) *Client {
-	return &Client{c: c, byID: map[int]*Schema{}, byVersion: map[subjectVersion]*Schema{}}
+	return newClient(&remote{c: c})
+}
+
+func newClient(b backend) *Client {
+	return &Client{b: b, byID: map[int]*Schema{}, byVersion: map[subjectVersion]*Schema{}}
+}
+
+// remote is a Confluent-compatible registry over HTTP, through srclient.
+type remote struct {
+	c srclient.ISchemaRegistryClient
+	// url, hc and cfg make the one request srclient lacks (a subject's
+	// name as the registry stores it); nil hc when wrapping a given client.
+	url string
+	hc  *http.Client
+	cfg Config
+}
+
+func (r *remote) byID(id int) (*Schema, error) {
+	got, err := r.c.GetSchema(id)
+	if err != nil {
+		return nil, err
+	}
+	s := fromSR(got, "")
+	s.ID = id
+	return s, nil
+}
+
+func (r *remote) version(subject string, version int) (*Schema, error) {
+	var got *srclient.Schema
+	var err error
+	if version == 0 {
+		got, err = r.c.GetLatestSchema(subject)
+	} else {
+		got, err = r.c.GetSchemaByVersion(subject, version)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := fromSR(got, subject)
+	if version != 0 {
+		s.Version = version
+	}
+	return s, nil
+}
+
+func (r *remote) register(subject string, t Type, text string, refs []Reference) (*Schema, error) {
+	got, err := r.c.CreateSchema(subject, text, srclient.SchemaType(t), toSR(refs)...)
+	if err != nil {
+		var re srclient.Error
+		if errors.As(err, &re) && (re.Code == 409 || re.Code == 42201 || re.Code == 422) {
+			ie := &IncompatibleError{Subject: subject, Reason: re.Message, Code: re.Code}
+			if lvl, lerr := r.c.GetCompatibilityLevel(subject, true); lerr == nil && lvl != nil {
+				ie.Level = string(*lvl)
+			}
+			return nil, ie
+		}
+		return nil, err
+	}
+	s := fromSR(got, subject)
+	s.Type, s.Text, s.References = t, text, refs
+	if s.Version == 0 {
+		// The registry answers a registration with the id alone; the
+		// version is what a reference to this schema names.
+		if l, err := r.c.LookupSchema(subject, text, srclient.SchemaType(t), toSR(refs)...); err == nil {
+			s.Version = l.Version()
+		}
+	}
+	if s.Version != 0 {
+		if name, err := r.storedName(subject, s.Version); err == nil && name != "" {
+			s.Subject = name
+		}
+	}
+	return s, nil
 }
 
 func fromSR(s *srclient.Schema, subject string) *Schema {
@@ -159,12 +237,10 @@ func (c *Client) ByID(id int) (*Schema, error) {
 	if ok {
 		return s, nil
 	}
-	got, err := c.c.GetSchema(id)
+	s, err := c.b.byID(id)
 	if err != nil {
 		return nil, fmt.Errorf("schema registry: looking up schema id %d: %w", id, refused(err))
 	}
-	s = fromSR(got, "")
-	s.ID = id
 	c.mu.Lock()
 	c.byID[id] = s
 	c.mu.Unlock()
@@ -181,12 +257,10 @@ func (c *Client) Version(subject string, version int) (*Schema, error) {
 	if ok {
 		return s, nil
 	}
-	got, err := c.c.GetSchemaByVersion(subject, version)
+	s, err := c.b.version(subject, version)
 	if err != nil {
 		return nil, fmt.Errorf("schema registry: reading version %d of subject %q: %w", version, subject, refused(err))
 	}
-	s = fromSR(got, subject)
-	s.Version = version
 	c.mu.Lock()
 	c.byVersion[k] = s
 	c.mu.Unlock()
@@ -196,11 +270,11 @@ func (c *Client) Version(subject string, version int) (*Schema, error) {
 // Latest returns the latest schema registered under subject (not cached:
 // it is read when a serde starts writing a subject).
 func (c *Client) Latest(subject string) (*Schema, error) {
-	got, err := c.c.GetLatestSchema(subject)
+	s, err := c.b.version(subject, 0)
 	if err != nil {
 		return nil, fmt.Errorf("schema registry: reading the latest schema of subject %q: %w", subject, refused(err))
 	}
-	return fromSR(got, subject), nil
+	return s, nil
 }
 
 // Register registers a schema under subject (or finds it already there)
@@ -208,31 +282,13 @@ func (c *Client) Latest(subject string) (*Schema, error) {
 // (incompatible with the subject's earlier versions, or invalid) is an
 // *IncompatibleError.
 func (c *Client) Register(subject string, t Type, text string, refs ...Reference) (*Schema, error) {
-	got, err := c.c.CreateSchema(subject, text, srclient.SchemaType(t), toSR(refs)...)
+	s, err := c.b.register(subject, t, text, refs)
 	if err != nil {
-		var re srclient.Error
-		if errors.As(err, &re) && (re.Code == 409 || re.Code == 42201 || re.Code == 422) {
-			ie := &IncompatibleError{Subject: subject, Reason: re.Message, Code: re.Code}
-			if lvl, lerr := c.c.GetCompatibilityLevel(subject, true); lerr == nil && lvl != nil {
-				ie.Level = string(*lvl)
-			}
-			return nil, ie
+		var ie *IncompatibleError
+		if errors.As(err, &ie) {
+			return nil, err
 		}
 		return nil, fmt.Errorf("schema registry: registering a schema for subject %q: %w", subject, refused(err))
-	}
-	s := fromSR(got, subject)
-	s.Type, s.Text, s.References = t, text, refs
-	if s.Version == 0 {
-		// The registry answers a registration with the id alone; the
-		// version is what a reference to this schema names.
-		if l, err := c.c.LookupSchema(subject, text, srclient.SchemaType(t), toSR(refs)...); err == nil {
-			s.Version = l.Version()
-		}
-	}
-	if s.Version != 0 {
-		if name, err := c.storedName(subject, s.Version); err == nil && name != "" {
-			s.Subject = name
-		}
 	}
 	return s, nil
 }
@@ -241,18 +297,18 @@ func (c *Client) Register(subject string, t Type, text string, refs ...Reference
 // reference to it must name. Confluent's registry decodes a subject's
 // URL escapes ("a%2Fb.proto" is "a/b.proto"); some compatible registries
 // keep them, so a subject holding "/" (an import path) is stored escaped.
-func (c *Client) storedName(subject string, version int) (string, error) {
-	if c.hc == nil || !strings.ContainsAny(subject, "/%?#") {
+func (r *remote) storedName(subject string, version int) (string, error) {
+	if r.hc == nil || !strings.ContainsAny(subject, "/%?#") {
 		return subject, nil
 	}
-	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/subjects/%s/versions/%d", c.url, url.PathEscape(subject), version), nil)
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/subjects/%s/versions/%d", r.url, url.PathEscape(subject), version), nil)
 	if err != nil {
 		return "", err
 	}
-	if c.cfg.Username != "" || c.cfg.Password != "" {
-		req.SetBasicAuth(c.cfg.Username, c.cfg.Password)
+	if r.cfg.Username != "" || r.cfg.Password != "" {
+		req.SetBasicAuth(r.cfg.Username, r.cfg.Password)
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := r.hc.Do(req)
 	if err != nil {
 		return "", err
 	}
