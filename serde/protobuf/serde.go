@@ -98,7 +98,10 @@ func New[T proto.Message](reg *registry.Client, opts ...Option) (*Serde[T], erro
 		return nil, err
 	}
 	s.newT = func() T { return mt.New().Interface().(T) }
-	return s, s.registerFor(md)
+	if err := s.registerFor(md); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // NewDynamic returns a serde for messages without a generated type, as
@@ -119,7 +122,10 @@ func NewDynamic(reg *registry.Client, md protoreflect.MessageDescriptor, opts ..
 		}
 		return s, nil
 	}
-	return s, s.registerFor(md)
+	if err := s.registerFor(md); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 func newSerde[T proto.Message](reg *registry.Client, md protoreflect.MessageDescriptor, opts []Option) (*Serde[T], error) {

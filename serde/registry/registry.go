@@ -5,7 +5,8 @@
 //
 // One Client is meant to serve every serde of an app: a schema is fetched
 // by id once and then served from memory, so a registry outage does not
-// stop processing of schemas already seen.
+// stop processing of schemas already seen. NewInMemory is a registry in
+// the process, for tests and examples.
 //
 //	reg, err := registry.New(registry.Config{URL: "http://localhost:8081"})
 //	orders, err := protobuf.New[*orderpb.Order](reg)
