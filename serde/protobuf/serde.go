@@ -266,7 +266,8 @@ func (s *Serde[T]) Serialize(topic string, v T) ([]byte, error) {
 	if w.err != nil {
 		return nil, w.err
 	}
-	out, err := proto.MarshalOptions{}.MarshalAppend(append(make([]byte, 0, len(w.header)+proto.Size(v)), w.header...), v)
+	// MarshalAppend sizes the message itself and grows the buffer once.
+	out, err := proto.MarshalOptions{}.MarshalAppend(w.header[:len(w.header):len(w.header)], v)
 	if err != nil {
 		return nil, fmt.Errorf("protobuf: encoding %s: %w", m.Descriptor().FullName(), err)
 	}
