@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -90,4 +91,22 @@ type RecordMetadata struct {
 	Topic     string
 	Partition int32
 	Offset    int64
+}
+
+type metadataKey struct{}
+
+// ContextWithRecordMetadata returns ctx carrying md: eddy's async operators
+// (topology.MapValuesAsync and the others) give each call a context with
+// the metadata of the input record it runs for.
+func ContextWithRecordMetadata(ctx context.Context, md RecordMetadata) context.Context {
+	return context.WithValue(ctx, metadataKey{}, md)
+}
+
+// RecordMetadataFrom returns the metadata of the input record an async
+// call runs for (topic, partition, offset: an idempotency key for the
+// call's side effects), and false outside such a call or for a record not
+// read from a topic (one a punctuator forwarded).
+func RecordMetadataFrom(ctx context.Context) (RecordMetadata, bool) {
+	md, ok := ctx.Value(metadataKey{}).(RecordMetadata)
+	return md, ok
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,12 +49,14 @@ var ErrClosed = errors.New("streams: app already ran; create a new one")
 // Start more instances (processes, or Apps with their own StateDir) to
 // scale out.
 type App struct {
-	prog     *rt.Program
-	top      *topology.Topology
-	cfg      Config
-	log      *zap.Logger
-	metrics  *engine.Metrics
-	registry *prometheus.Registry
+	prog    *rt.Program
+	top     *topology.Topology
+	cfg     Config
+	log     *zap.Logger
+	metrics *engine.Metrics
+	// asyncLimit bounds the async calls running at once in the instance.
+	asyncLimit *rt.AsyncLimit
+	registry   *prometheus.Registry
 
 	mu sync.Mutex
 	// guarded by mu
@@ -95,11 +98,11 @@ func New(top *topology.Topology, cfg Config) (*App, error) {
 		return nil, errors.New("streams: New needs a built topology (topology.Builder.Build)")
 	}
 	cfg.ensureDefaults()
-	if err := errors.Join(cfg.validate(), checkSourceResets(prog)); err != nil {
+	if err := errors.Join(cfg.validate(), checkSourceResets(prog), cfg.checkAsyncBudgets(prog)); err != nil {
 		return nil, err
 	}
 	a := &App{prog: prog, top: top, cfg: cfg, log: cfg.Logger.With(zap.String("application_id", cfg.ApplicationID)), done: make(chan struct{}),
-		resets: &engine.OffsetResets{}}
+		resets: &engine.OffsetResets{}, asyncLimit: rt.NewAsyncLimit(cfg.MaxAsyncCalls)}
 	if err := a.registerMetrics(); err != nil {
 		return nil, fmt.Errorf("streams: registering metrics: %w", err)
 	}
@@ -297,6 +300,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		WallClock:             wallClock,
 		Handlers:              a.cfg.handlers(),
 		Metrics:               a.metrics,
+		AsyncLimit:            a.asyncLimit,
 		OnState:               a.onThreadState,
 		NewConsumer:           kclient.NewConsumer,
 		NewGroupConsumer:      kclient.NewGroupConsumer,
@@ -425,6 +429,31 @@ func checkSourceResets(prog *rt.Program) error {
 			if _, err := kclient.ParseReset(n.OffsetReset); err != nil {
 				errs = append(errs, fmt.Errorf("streams: source %q: %w", n.Name, err))
 			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkAsyncBudgets refuses, under exactly-once, an async operator whose
+// calls may hold a commit longer than the transaction may stay open: the
+// broker would abort it while the commit waits.
+func (c *Config) checkAsyncBudgets(prog *rt.Program) error {
+	if c.Guarantee != ExactlyOnce {
+		return nil
+	}
+	limit := 10 * time.Second // producerConfig's
+	if v, ok := c.ClientConfig["transaction.timeout.ms"]; ok {
+		ms, err := strconv.Atoi(v)
+		if err != nil {
+			return nil // validate says what is wrong with it
+		}
+		limit = time.Duration(ms) * time.Millisecond
+	}
+	var errs []error
+	for _, n := range prog.Nodes {
+		if n.AsyncBudget > 0 && n.AsyncBudget+c.CommitInterval >= limit {
+			errs = append(errs, fmt.Errorf("streams: async operator %q may hold a commit for %v (its timeout × attempts and backoffs), and the commit interval is %v: under exactly-once both must stay within the producer's transaction.timeout.ms (%v): lower the timeout or retries, or raise transaction.timeout.ms in ClientConfig",
+				n.Name, n.AsyncBudget.Round(time.Millisecond), c.CommitInterval, limit))
 		}
 	}
 	return errors.Join(errs...)

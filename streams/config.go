@@ -132,6 +132,11 @@ type Config struct {
 	// The eddy_librdkafka build cannot place standbys (its group uses
 	// librdkafka's assignor): a positive value is an error there.
 	NumStandbyReplicas int
+	// MaxAsyncCalls bounds the calls of async operators
+	// (topology.MapValuesAsync and the others) running at once in the
+	// instance, over all its threads and tasks; each operator also bounds
+	// its own per task (topology.AsyncOptions). Default 256.
+	MaxAsyncCalls int
 	// AcceptableRecoveryLag is how far behind (changelog records, summed
 	// over a task's stores) an instance's local state of a stateful task
 	// may be for the task to move there at once (Kafka Streams'
@@ -271,6 +276,9 @@ func (c *Config) ensureDefaults() {
 	if c.MaxBufferedRecords == 0 {
 		c.MaxBufferedRecords = 1000
 	}
+	if c.MaxAsyncCalls == 0 {
+		c.MaxAsyncCalls = 256
+	}
 	if c.StateCleanupDelay == 0 {
 		c.StateCleanupDelay = engine.DefaultStateCleanupDelay
 	}
@@ -342,6 +350,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxBufferedRecords < 1 {
 		bad("MaxBufferedRecords must be at least 1, got %d", c.MaxBufferedRecords)
+	}
+	if c.MaxAsyncCalls < 1 {
+		bad("MaxAsyncCalls must be at least 1, got %d", c.MaxAsyncCalls)
 	}
 	if s := c.ApplicationServer; strings.Contains(s, "://") && !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
 		bad("ApplicationServer %q: the scheme must be http or https", s)

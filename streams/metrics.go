@@ -18,8 +18,8 @@ import (
 // eddy_end_to_end_latency_seconds, eddy_commit_duration_seconds), these
 // are read from the threads when scraped.
 type descs struct {
-	descState, descCommits, descAborts, descRebalances, descRestored, descRestoreRate, descRemaining, descProcessed, descSkipped, descDLQ, descLate, descDedup, descTTLLive, descTTLExpired, descCacheHits, descCacheMiss, descCacheRatio, descLag, descStreamTime, descStoreBytes, descDiskBytes, descGlobalApp, descGlobalSkip, descUnreachable, descCleaned, descRebuilt, descStandbyLag, descResets, descResetSkipped *prometheus.Desc
-	descMemory, descMemoryLimit, descReadAmp, descL0Files, descCompactionDebt, descBlockCacheHit, descWriteStalls                                                                                                                                                                                                                                                                                                         *prometheus.Desc
+	descState, descCommits, descAborts, descRebalances, descRestored, descRestoreRate, descRemaining, descProcessed, descSkipped, descDLQ, descLate, descDedup, descTTLLive, descTTLExpired, descCacheHits, descCacheMiss, descCacheRatio, descLag, descStreamTime, descStoreBytes, descDiskBytes, descGlobalApp, descGlobalSkip, descUnreachable, descCleaned, descRebuilt, descStandbyLag, descResets, descResetSkipped, descAsyncHeld, descAsyncRunning *prometheus.Desc
+	descMemory, descMemoryLimit, descReadAmp, descL0Files, descCompactionDebt, descBlockCacheHit, descWriteStalls                                                                                                                                                                                                                                                                                                                                          *prometheus.Desc
 }
 
 func newDescs(constLabels prometheus.Labels) *descs {
@@ -55,6 +55,8 @@ func newDescs(constLabels prometheus.Labels) *descs {
 		descStandbyLag:     mk("eddy_standby_lag_records", "Changelog records a standby task had still to read at its thread's last look (every few seconds).", "task"),
 		descResets:         mk("eddy_offset_resets_total", "Offset resets of a partition: a source's committed offset its topic no longer held (reading went on as the source's reset policy says), or a store's offset its changelog or global topic no longer held (the store was read in full).", "topic", "partition", "kind"),
 		descResetSkipped:   mk("eddy_offset_reset_skipped_offsets_total", "Offsets the resets of a partition jumped over: records never processed.", "topic", "partition", "kind"),
+		descAsyncHeld:      mk("eddy_async_records_held", "Records a task's async operators hold: calls running, or records waiting for their key's earlier records or a free slot.", "task"),
+		descAsyncRunning:   mk("eddy_async_calls_running", "Async operator calls running in the instance now (at most MaxAsyncCalls)."),
 		descUnreachable:    mk("eddy_brokers_unreachable", "1 while calls to the brokers fail and are being retried (the app heals by itself when they are back), else 0."),
 		descMemory:         mk("eddy_state_memory_bytes", "Memory the Pebble state store holds now, by part (memtables, block_cache).", "part"),
 		descMemoryLimit:    mk("eddy_state_memory_limit_bytes", "The most each part of the state's memory may hold (memtables, block_cache, record_cache); together StateMemoryBytes.", "part"),
@@ -117,6 +119,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		for _, tk := range snap.Tasks {
+			if tk.AsyncHeld > 0 || a.prog.HasAsync() {
+				send(c.descAsyncHeld, prometheus.GaugeValue, float64(tk.AsyncHeld), tk.ID)
+			}
 			if tk.StreamTime >= 0 {
 				send(c.descStreamTime, prometheus.GaugeValue, float64(tk.StreamTime)/1000, tk.ID)
 			}
@@ -176,6 +181,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			send(c.descBlockCacheHit, prometheus.GaugeValue, float64(m.BlockCache.Hits)/float64(lookups))
 		}
 		send(c.descWriteStalls, prometheus.CounterValue, float64(a.pebble.WriteStalls()))
+	}
+	if a.asyncLimit != nil && a.prog.HasAsync() {
+		send(c.descAsyncRunning, prometheus.GaugeValue, float64(a.asyncLimit.Running()))
 	}
 	unreachable := 0.0
 	if down, _, _ := a.brokersUnreachableLocked(); down {

@@ -81,6 +81,9 @@ type Config struct {
 	Handlers rt.Handlers
 	// WallClock returns the time in milliseconds (time.Now by default).
 	WallClock func() int64
+	// AsyncLimit bounds the async calls running at once across the
+	// instance (nil: each operator's concurrency per task only).
+	AsyncLimit *rt.AsyncLimit
 	// Metrics, when set, are updated as threads work.
 	Metrics *Metrics
 	// OnState reports thread state changes.

@@ -71,8 +71,8 @@ func (th *Thread) poll() error {
 		return nil
 	}
 	timeout := 50 * time.Millisecond
-	if (buffered > 0 && !th.behind) || th.restore.active() {
-		timeout = 0
+	if (buffered > 0 && !th.behind) || th.restore.active() || th.asyncHeld() {
+		timeout = 0 // (waiting for async calls: waitForCalls)
 	}
 	for ; buffered < limit; buffered++ {
 		r, err := th.consumer.Poll(timeout)
@@ -167,18 +167,25 @@ func (th *Thread) next(tk *task, now time.Time) *partition {
 const latencySample = 15
 
 // process runs buffered records through their tasks, round-robin, up to a
-// budget so the loop keeps polling and committing on time.
-func (th *Thread) process() error {
+// budget so the loop keeps polling and committing on time; each task first
+// forwards the results of its async calls that completed, and takes no
+// record while its async operators are full. It reports whether it
+// processed a record.
+func (th *Thread) process() (bool, error) {
 	th.behind = false
 	now := time.Now()
 	deadline := now.Add(100 * time.Millisecond)
-	for n := 0; n < 20_000; {
+	n := 0
+	for n < 20_000 {
 		progressed := false
 		for _, tk := range th.tm.order {
 			if tk.state != taskRunning {
 				continue
 			}
-			for i := 0; i < 100; i++ {
+			if err := tk.t.Pump(); err != nil {
+				return n > 0, err
+			}
+			for i := 0; i < 100 && tk.t.Accepting(); i++ {
 				p := th.next(tk, now)
 				if p == nil {
 					break
@@ -198,7 +205,7 @@ func (th *Thread) process() error {
 				progressed = true
 				n++
 				if err != nil {
-					return err
+					return true, err
 				}
 			}
 		}
@@ -206,7 +213,7 @@ func (th *Thread) process() error {
 			break
 		}
 	}
-	return nil
+	return n > 0, nil
 }
 
 func (th *Thread) punctuateWallClock() error {

@@ -19,6 +19,10 @@ type Metrics struct {
 	ProcessLatency     prometheus.Histogram   // per record, through its task
 	EndToEnd           prometheus.Histogram   // processing time minus record time
 	CommitDuration     prometheus.Histogram
+	// Async operators' calls: how long each took (all attempts), how long
+	// its record waited before it began, and the failed ones, by node.
+	AsyncCall, AsyncWait *prometheus.HistogramVec
+	AsyncFailed          *prometheus.CounterVec
 }
 
 // NewMetrics makes the instruments, with constLabels on each.
@@ -37,12 +41,30 @@ func NewMetrics(constLabels prometheus.Labels) *Metrics {
 		CommitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "eddy_commit_duration_seconds",
 			Help: "Time of each commit (cache flush, producer flush, offsets or transaction, stores).", ConstLabels: constLabels,
 			Buckets: CommitDurationBuckets()}),
+		AsyncCall: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "eddy_async_call_duration_seconds",
+			Help: "Time of each async operator call, its retries included.", ConstLabels: constLabels,
+			Buckets: prometheus.ExponentialBuckets(0.0005, 3, 12)}, []string{"node"}),
+		AsyncWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "eddy_async_queue_wait_seconds",
+			Help: "Time a record waited in an async operator (for its key's earlier records, a free slot) before its call began.", ConstLabels: constLabels,
+			Buckets: prometheus.ExponentialBuckets(0.0005, 3, 12)}, []string{"node"}),
+		AsyncFailed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eddy_async_calls_failed_total",
+			Help: "Async operator calls that failed (errors and timeouts; each goes to the processing error handler).", ConstLabels: constLabels}, []string{"node"}),
+	}
+}
+
+// observeAsync records one completed async call.
+func (m *Metrics) observeAsync(node string, waited, took time.Duration, err error) {
+	m.AsyncWait.WithLabelValues(node).Observe(waited.Seconds())
+	m.AsyncCall.WithLabelValues(node).Observe(took.Seconds())
+	if err != nil {
+		m.AsyncFailed.WithLabelValues(node).Inc()
 	}
 }
 
 // Collectors are the instruments, for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Consumed, m.Produced, m.ProcessLatency, m.EndToEnd, m.CommitDuration}
+	return []prometheus.Collector{m.Consumed, m.Produced, m.ProcessLatency, m.EndToEnd, m.CommitDuration,
+		m.AsyncCall, m.AsyncWait, m.AsyncFailed}
 }
 
 // PartitionSnapshot is one input partition of a task.
@@ -65,6 +87,9 @@ type TaskSnapshot struct {
 	Restoring  bool                `json:"restoring"`
 	StreamTime int64               `json:"stream_time"`
 	Partitions []PartitionSnapshot `json:"partitions"`
+	// AsyncHeld is how many records the task's async operators hold
+	// (calls running, or records waiting for their key or a slot).
+	AsyncHeld int `json:"async_held,omitempty"`
 }
 
 // StandbySnapshot is one standby task of a thread.
@@ -176,7 +201,7 @@ func (th *Thread) snapshot(force bool) {
 	th.snapshots.last, th.snapshots.restored = now, restored
 	var c Counts
 	for _, tk := range th.tm.order {
-		ts := TaskSnapshot{ID: tk.id.String(), Restoring: tk.state != taskRunning, StreamTime: tk.t.StreamTime()}
+		ts := TaskSnapshot{ID: tk.id.String(), Restoring: tk.state != taskRunning, StreamTime: tk.t.StreamTime(), AsyncHeld: tk.t.AsyncHeld()}
 		for _, p := range tk.parts {
 			ps := PartitionSnapshot{Topic: p.tp.Topic, Partition: p.tp.Partition, Position: p.next, Committed: -1, Lag: -1, Buffered: p.size()}
 			if off, ok := th.tm.committed[p.tp]; ok {

@@ -344,6 +344,7 @@ func (th *Thread) newRTTask(id processor.TaskID) (*rt.Task, error) {
 		Handlers:     th.cfg.Handlers,
 		Log:          th.log.With(zap.Stringer("task", id)),
 		EmitInterval: 1000,
+		Async:        th.asyncEnv(),
 		Globals:      rt.GlobalViews(th.cfg.Program, th.cfg.Pebble, th.cfg.Memory),
 	})
 }

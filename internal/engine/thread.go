@@ -90,11 +90,13 @@ type Thread struct {
 	produced  map[string]prometheus.Counter // by topic, when metrics are on
 	// sinks: partition counts for the sinks' stream partitioners.
 	sinks sinkTopics
+	// async: waiting for the tasks' async calls.
+	async *asyncWaits
 }
 
 // NewThread returns stream thread idx.
 func NewThread(idx int, cfg *Config) *Thread {
-	th := &Thread{idx: idx, cfg: cfg, log: cfg.Log.With(zap.Int("thread", idx))}
+	th := &Thread{idx: idx, cfg: cfg, log: cfg.Log.With(zap.Int("thread", idx)), async: newAsyncWaits(cfg)}
 	th.adm = &lazyAdmin{newAdmin: func() (kclient.Admin, error) { return cfg.NewAdmin() }, log: th.log}
 	return th
 }
@@ -310,12 +312,14 @@ func (th *Thread) step() error {
 	if err := th.lookAtStandbys(); err != nil {
 		return stopping(err)
 	}
-	if err := th.process(); err != nil {
+	processed, err := th.process()
+	if err != nil {
 		return rejoinIfFatal(err)
 	}
 	if err := th.punctuateWallClock(); err != nil {
 		return rejoinIfFatal(err)
 	}
+	th.waitForCalls(processed)
 	th.snapshot(false)
 	probe(&th.Health, th.log, &th.lastProbe, th.adm.get, th.cfg.Subscription)
 	if time.Since(th.lastCommit) >= th.cfg.CommitInterval {

@@ -8,6 +8,7 @@ package rt
 import (
 	"reflect"
 	"slices"
+	"time"
 
 	"github.com/eddy-go/eddy/internal/storage"
 )
@@ -47,6 +48,10 @@ type NodeSpec struct {
 	// unknown) among n, ok false for the default partitioner: how
 	// interactive queries find keys the partitioner placed.
 	KeyPartitions func(key []byte, n int32) (partitions []int32, ok bool, err error)
+
+	// AsyncBudget, for an async node, is the longest one record's call
+	// may take (a commit waits that long at most).
+	AsyncBudget time.Duration
 
 	// Types of the records the node takes and gives, checked by Validate.
 	InKey, InValue, OutKey, OutValue reflect.Type
@@ -201,4 +206,14 @@ func (p *Program) KeyPartitions(sub int) func(key []byte, n int32) ([]int32, boo
 		}
 	}
 	return nil
+}
+
+// HasAsync reports whether the program has an async operator.
+func (p *Program) HasAsync() bool {
+	for _, n := range p.Nodes {
+		if n.AsyncBudget > 0 {
+			return true
+		}
+	}
+	return false
 }

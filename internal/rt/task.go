@@ -82,6 +82,9 @@ type TaskConfig struct {
 	Log *zap.Logger
 	// Globals are the global stores' read-only views by name.
 	Globals map[string]any
+	// Async is what the task's async nodes share with the runtime; nil:
+	// no instance-wide bound, no wake-ups, no observer.
+	Async *AsyncEnv
 	// EmitInterval throttles, in wall-clock milliseconds, how often
 	// stream–stream left and outer joins look for expired unmatched records
 	// and windowed aggregations that emit on close look for closed windows
@@ -110,6 +113,7 @@ type Task struct {
 	sources  map[string]SourceNode
 	stores   map[string]storage.Store
 	storeSeq []storage.Store // creation order: flushed upstream first
+	async    []asyncNode     // in creation order
 
 	streamTime int64
 	cur        recordContext
@@ -353,27 +357,74 @@ func (t *Task) Process(r *RawRecord) error {
 	return t.punctuate(&t.punctStream, t.streamTime)
 }
 
-// Flush writes every store's cached writes down (forwarding what caching
-// held back), upstream stores first.
+// Flush completes every record the task's async nodes hold (their results
+// forwarded) and writes every store's cached writes down (forwarding what
+// caching held back), upstream stores first; again while that gave an
+// async node records.
 func (t *Task) Flush() error {
-	if t.err != nil {
-		return t.err
-	}
-	for _, s := range t.storeSeq {
-		// Flushing a cache forwards records downstream, through user code.
-		if err := safeCall(s.Flush); err != nil {
-			t.fail(fmt.Errorf("task %s: flushing store %s: %w", t.id, s.Name(), err))
+	for {
+		if t.err != nil {
 			return t.err
+		}
+		for _, a := range t.async {
+			a.drain()
 		}
 		if t.err != nil {
 			return t.err
 		}
+		for _, s := range t.storeSeq {
+			// Flushing a cache forwards records downstream, through user code.
+			if err := safeCall(s.Flush); err != nil {
+				t.fail(fmt.Errorf("task %s: flushing store %s: %w", t.id, s.Name(), err))
+				return t.err
+			}
+			if t.err != nil {
+				return t.err
+			}
+		}
+		if t.AsyncHeld() == 0 {
+			return nil
+		}
 	}
-	return nil
 }
 
-// Discard drops the stores' cached writes (an aborted transaction).
+// Pump applies the results of async calls that completed (forwarding them
+// downstream) and abandons calls past their budget, without waiting. It
+// returns the task's error, if that failed it.
+func (t *Task) Pump() error {
+	for _, a := range t.async {
+		a.pump()
+	}
+	return t.err
+}
+
+// Accepting reports whether the task takes a new record now: false while
+// one of its async nodes holds as many records as it may.
+func (t *Task) Accepting() bool {
+	for _, a := range t.async {
+		if a.full() {
+			return false
+		}
+	}
+	return true
+}
+
+// AsyncHeld is how many records the task's async nodes hold (running or
+// waiting).
+func (t *Task) AsyncHeld() int {
+	n := 0
+	for _, a := range t.async {
+		n += a.held()
+	}
+	return n
+}
+
+// Discard drops the stores' cached writes and what the async nodes hold
+// (an aborted transaction).
 func (t *Task) Discard() {
+	for _, a := range t.async {
+		a.abandon()
+	}
 	for _, s := range t.storeSeq {
 		s.Discard()
 	}
