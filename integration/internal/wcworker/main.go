@@ -4,16 +4,20 @@
 // in tumbling windows of one second (grace 500ms) emitted once per window
 // when it closes, late records to -late; with -topology sum, a running
 // count and sum of the integer values per key ("<count>:<sum>", caching
-// off). It logs JSON lines to stderr and stops cleanly on SIGTERM.
+// off); with -topology asyncsum, the same sums of values first sent through
+// an HTTP service (-service) by an async operator. It logs JSON lines to stderr and stops cleanly on SIGTERM.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -48,6 +52,9 @@ func main() {
 		txnTimeout = flag.Duration("transaction-timeout", 0, "transaction.timeout.ms (0: eddy's default)")
 		httpAddr   = flag.String("http", "", "serve the app's Handler (/metrics, /stores/...) on this address")
 		standbys   = flag.Int("standbys", 0, "NumStandbyReplicas")
+		service    = flag.String("service", "", "asyncsum: the base URL of the service each value goes through")
+		asyncConc  = flag.Int("async-concurrency", 16, "asyncsum: calls at once per task (1: one at a time)")
+		asyncTime  = flag.Duration("async-timeout", 5*time.Second, "asyncsum: timeout per call")
 	)
 	flag.Parse()
 	log, _ := zap.NewProduction()
@@ -63,6 +70,8 @@ func main() {
 		windowed(b, *input, *output, *late)
 	case "sum":
 		sums(b, *input, *output)
+	case "asyncsum":
+		asyncSums(b, *input, *output, *service, *asyncConc, *asyncTime)
 	case "dedup":
 		dedup(b, *input, *output)
 	case "versioned":
@@ -143,7 +152,38 @@ func versioned(b *topology.Builder, input, output string) {
 // sums keeps a running count and sum of each key's integer values, every
 // update forwarded (caching off) as "<count>:<sum>".
 func sums(b *topology.Builder, input, output string) {
+	sumOf(topology.Stream(b, input, topology.Consumed(serde.String(), serde.Int64())), output)
+}
+
+// asyncSums is sums with each value first sent through the service at
+// base (GET <base>/value?key=K&v=N answers the value to add) by an async
+// operator, up to conc calls at once per task.
+func asyncSums(b *topology.Builder, input, output, base string, conc int, timeout time.Duration) {
 	in := topology.Stream(b, input, topology.Consumed(serde.String(), serde.Int64()))
+	client := &http.Client{}
+	values := topology.MapValuesAsync(in, func(ctx context.Context, k string, v int64) (int64, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/value?key=%s&v=%d", base, url.QueryEscape(k), v), nil)
+		if err != nil {
+			return 0, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return 0, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return 0, fmt.Errorf("service: %s: %s", resp.Status, body)
+		}
+		return strconv.ParseInt(strings.TrimSpace(string(body)), 10, 64)
+	}, topology.Async().WithConcurrency(conc).WithTimeout(timeout))
+	sumOf(values, output)
+}
+
+func sumOf(in *topology.KStream[string, int64], output string) {
 	agg := topology.Aggregate(in.GroupByKey(), func() string { return "0:0" }, func(_ string, v int64, agg string) string {
 		var n, sum int64
 		fmt.Sscanf(agg, "%d:%d", &n, &sum)
