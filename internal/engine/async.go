@@ -68,3 +68,24 @@ func (th *Thread) waitForCalls(processed bool) {
 	}
 	th.async.wait(min(asyncWaitMax, th.cfg.CommitInterval-time.Since(th.lastCommit)))
 }
+
+// drainCalls waits until no running task holds records in async calls,
+// applying results as they complete: the commit's flush then finds the
+// calls done. Every task's calls run meanwhile (a task-by-task drain
+// would leave all but one task's slots idle).
+func (th *Thread) drainCalls() error {
+	for th.asyncHeld() {
+		for _, tk := range th.tm.order {
+			if tk.state != taskRunning {
+				continue
+			}
+			if err := tk.t.Pump(); err != nil {
+				return err
+			}
+		}
+		if th.asyncHeld() {
+			th.async.wait(asyncWaitMax)
+		}
+	}
+	return nil
+}

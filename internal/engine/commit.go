@@ -82,6 +82,10 @@ func (th *Thread) commit(final bool) error {
 		return th.commitFailed(err)
 	}
 	defer th.guarantee.offsetsSent() //nolint:errcheck // never left running, whatever the path out
+	if err := th.drainCalls(); err != nil {
+		th.guarantee.offsetsSent() //nolint:errcheck // no commit follows: the failure decides
+		return rejoinIfFatal(err)
+	}
 	for _, tk := range th.tm.order {
 		if tk.state != taskRunning {
 			continue

@@ -22,7 +22,10 @@ type partition struct {
 	buf      []*rt.RawRecord
 	head     int
 	paused   bool
-	next     int64 // offset after the last processed record, -1 none yet
+	// held: paused because its buffer is full while its task takes no
+	// record (its async calls are full): holdBack.
+	held bool
+	next int64 // offset after the last processed record, -1 none yet
 }
 
 func (p *partition) size() int { return len(p.buf) - p.head }
@@ -31,7 +34,7 @@ func (p *partition) size() int { return len(p.buf) - p.head }
 // position.
 func (p *partition) reset() {
 	clear(p.buf)
-	p.buf, p.head, p.next = p.buf[:0], 0, -1
+	p.buf, p.head, p.next, p.held = p.buf[:0], 0, -1, false
 }
 
 func (p *partition) pop() *rt.RawRecord {
@@ -53,6 +56,9 @@ func (p *partition) pop() *rt.RawRecord {
 // fetch it again on resume — measured: it cut throughput by an order of
 // magnitude — so partitions are paused only while their task restores.
 func (th *Thread) poll() error {
+	if err := th.holdBack(); err != nil {
+		return err
+	}
 	buffered := 0
 	for _, p := range th.tm.parts {
 		if p.task.state == taskRunning {
@@ -112,6 +118,52 @@ func (th *Thread) poll() error {
 		th.Stats.Consumed.Add(1)
 		if p.consumed != nil {
 			p.consumed.Inc()
+		}
+	}
+	return nil
+}
+
+// holdBack pauses the partitions whose buffer is full while their task
+// takes no record (its async operators hold all the records they may), so
+// that they do not fill the thread's buffers and hold back its other
+// tasks' input; it resumes them, where their buffers end, once half of
+// that is processed.
+func (th *Thread) holdBack() error {
+	var hold, free []kclient.TP
+	for tp, p := range th.tm.parts {
+		switch {
+		case p.task.state != taskRunning || p.paused:
+		case !p.held && p.size() >= th.cfg.MaxBufferedRecords && !p.task.t.Accepting():
+			p.held = true
+			hold = append(hold, tp)
+		case p.held && p.size() <= th.cfg.MaxBufferedRecords/2:
+			p.held = false
+			free = append(free, tp)
+		}
+	}
+	if len(hold) > 0 {
+		if err := th.consumer.Pause(hold); err != nil {
+			return fmt.Errorf("pausing partitions held back: %w", err)
+		}
+	}
+	if len(free) == 0 {
+		return nil
+	}
+	if err := th.consumer.Resume(free); err != nil {
+		return fmt.Errorf("resuming partitions held back: %w", err)
+	}
+	for _, tp := range free {
+		// Read on after what the buffer holds (librdkafka would skip what
+		// it had prefetched).
+		p := th.tm.parts[tp]
+		at := p.next
+		if p.size() > 0 {
+			at = p.buf[len(p.buf)-1].Offset + 1
+		}
+		if at >= 0 {
+			if err := th.consumer.Seek(tp, at); err != nil {
+				return fmt.Errorf("resuming %s at %d: %w", tp, at, err)
+			}
 		}
 	}
 	return nil

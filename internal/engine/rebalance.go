@@ -444,10 +444,13 @@ func (th *Thread) abortAndRewind(cause error) error {
 		if err := th.consumer.Seek(tp, off); err != nil {
 			return fmt.Errorf("rewinding %s to %d: %w", tp, off, err)
 		}
+		held := p.held
 		p.reset()
-		if p.paused {
+		if p.paused || held {
 			if err := th.consumer.Resume([]kclient.TP{tp}); err == nil {
 				p.paused = false
+			} else {
+				p.held = held
 			}
 		}
 	}

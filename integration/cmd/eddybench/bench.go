@@ -201,6 +201,9 @@ func (b *bench) runAll() {
 	if b.o.want(b.o.only, "latency") {
 		b.latency()
 	}
+	if b.o.want(b.o.only, "async") {
+		b.asyncWorkload()
+	}
 	if b.o.want(b.o.only, "state") {
 		b.stateWorkload()
 	}

@@ -170,6 +170,8 @@ func buildTopology(name string, in []string, out string) *topology.Topology {
 		t := topology.Table(tb, in[1], topology.Consumed(serde.String(), serde.String()), topology.Materialized[string, string]("table"))
 		topology.JoinTable(s, t, func(v, tv string) string { return v + "|" + tv }).
 			To(out, topology.Produced(serde.String(), serde.String()))
+	case "async-sync", "async", "async-64":
+		asyncTopology(tb, name, in, out)
 	case "statecount":
 		s := topology.Stream(tb, in[0], topology.Consumed(serde.String(), serde.String()))
 		topology.Count(s.GroupByKey(), topology.Materialized[string, int64]("counts")).ToStream().

@@ -16,6 +16,8 @@
 // table. Then the state workload (state.go): a count per key over
 // -state-keys distinct keys, each system building the state, SIGKILLed,
 // restarted on its state and started cold, timed to its first new output.
+// Then the async workload (async.go): each record through a service taking
+// 5–20 ms a call, eddy's MapValues against MapValuesAsync.
 // Then the rebalance workload (rebalance.go): instances joining, leaving
 // and dying under steady input, each event's pauses per partition.
 // With -svg it also draws records/s and memory, eddy against Kafka
@@ -45,7 +47,7 @@ func main() {
 	}
 	var o options
 	flag.StringVar(&o.brokers, "brokers", os.Getenv("EDDY_KAFKA_BOOTSTRAP"), "bootstrap servers")
-	flag.StringVar(&o.only, "only", "", "comma-separated subset of workloads (stateless,wordcount,windowed,join,latency,state,rebalance)")
+	flag.StringVar(&o.only, "only", "", "comma-separated subset of workloads (stateless,wordcount,windowed,join,latency,async,state,rebalance)")
 	flag.StringVar(&o.systems, "systems", "ceiling,ceiling-librdkafka,eddy,eddy-librdkafka,kstreams", "comma-separated subset of systems")
 	flag.StringVar(&o.librdkafkaBin, "librdkafka-bin", "", "an eddybench built with -tags eddy_librdkafka, for the librdkafka systems (scripts/bench.sh builds it)")
 	flag.StringVar(&o.svg, "svg", "", "write a chart of the run's records/s and memory to this SVG file")
