@@ -1,6 +1,7 @@
 package streams_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -118,5 +119,34 @@ func TestOffsetResetsAreCheckedAtNew(t *testing.T) {
 	}
 	if got := topology.ResetByDuration(90 * time.Minute); got != "by_duration:PT5400S" {
 		t.Errorf("ResetByDuration(90m) = %q", got)
+	}
+}
+
+// Under exactly-once, an async operator whose calls may hold a commit past
+// the transaction timeout is refused at New, naming the operator; a raised
+// transaction.timeout.ms, or at-least-once, accepts it.
+func TestAsyncBudgetWithinTheTransactionTimeout(t *testing.T) {
+	str := serde.String()
+	b := topology.NewBuilder()
+	topology.MapValuesAsync(topology.Stream(b, "in", topology.Consumed(str, str)),
+		func(_ context.Context, _, v string) (string, error) { return v, nil },
+		topology.Async().WithName("slow-call").WithTimeout(4*time.Second).WithRetries(2, time.Second, time.Second)).
+		To("out", topology.Produced(str, str))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := streams.Config{ApplicationID: "async-budget", BootstrapServers: "127.0.0.1:1", Guarantee: streams.ExactlyOnce}
+	_, err = streams.New(top, cfg)
+	if err == nil || !strings.Contains(err.Error(), `"slow-call"`) || !strings.Contains(err.Error(), "transaction.timeout.ms") {
+		t.Fatalf("New: %v", err)
+	}
+	cfg.ClientConfig = map[string]string{"transaction.timeout.ms": "60000"}
+	if _, err := streams.New(top, cfg); err != nil {
+		t.Fatalf("with a 60 s transaction timeout: %v", err)
+	}
+	cfg.ClientConfig, cfg.Guarantee = nil, streams.AtLeastOnce
+	if _, err := streams.New(top, cfg); err != nil {
+		t.Fatalf("at least once: %v", err)
 	}
 }
