@@ -50,10 +50,11 @@ type AsyncOptions struct {
 }
 
 // Async returns the defaults of an async operator: 16 calls at once per
-// task, at most 256 records held per task, a 5-second timeout per call,
-// no retries (WithRetries: backoff 100 ms, doubled up to 5 s).
+// task, at most four times as many records held per task, a 5-second
+// timeout per call, no retries (WithRetries: backoff 100 ms, doubled up to
+// 5 s).
 func Async() AsyncOptions {
-	return AsyncOptions{cfg: rt.AsyncConfig{Concurrency: 16, MaxPending: 256, Timeout: 5 * time.Second,
+	return AsyncOptions{cfg: rt.AsyncConfig{Concurrency: 16, Timeout: 5 * time.Second,
 		Backoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second}}
 }
 
@@ -65,7 +66,9 @@ func (o AsyncOptions) WithConcurrency(n int) AsyncOptions { o.cfg.Concurrency = 
 
 // WithMaxPending sets how many records the operator holds per task,
 // running or waiting for their key's earlier records or for a free slot
-// (default 256; at least the concurrency).
+// (default four times the concurrency; at least the concurrency). Every
+// commit waits for the records held: more makes commits longer, fewer
+// leaves slots idle when keys repeat.
 func (o AsyncOptions) WithMaxPending(n int) AsyncOptions { o.cfg.MaxPending = n; return o }
 
 // WithTimeout sets the deadline of one call attempt (default 5 s).
@@ -87,6 +90,9 @@ func asyncOptions(b *Builder, op string, opts []AsyncOptions) AsyncOptions {
 	o := Async()
 	if len(opts) > 0 {
 		o = opts[0]
+	}
+	if o.cfg.MaxPending == 0 {
+		o.cfg.MaxPending = 4 * o.cfg.Concurrency
 	}
 	c := o.cfg
 	switch {

@@ -115,6 +115,9 @@ func (th *Thread) poll() error {
 		}
 		p.task.t.Prepare(r) // timestamps from extractors, for ordering
 		p.buf = append(p.buf, r)
+		if err := th.hold(p); err != nil {
+			return err
+		}
 		th.Stats.Consumed.Add(1)
 		if p.consumed != nil {
 			p.consumed.Inc()
@@ -123,27 +126,14 @@ func (th *Thread) poll() error {
 	return nil
 }
 
-// holdBack pauses the partitions whose buffer is full while their task
-// takes no record (its async operators hold all the records they may), so
-// that they do not fill the thread's buffers and hold back its other
-// tasks' input; it resumes them, where their buffers end, once half of
-// that is processed.
+// holdBack resumes held-back partitions (see hold) once half of their
+// buffer is processed, reading on where the buffer ends.
 func (th *Thread) holdBack() error {
-	var hold, free []kclient.TP
+	var free []kclient.TP
 	for tp, p := range th.tm.parts {
-		switch {
-		case p.task.state != taskRunning || p.paused:
-		case !p.held && p.size() >= th.cfg.MaxBufferedRecords && !p.task.t.Accepting():
-			p.held = true
-			hold = append(hold, tp)
-		case p.held && p.size() <= th.cfg.MaxBufferedRecords/2:
+		if p.held && p.size() <= th.cfg.MaxBufferedRecords/2 {
 			p.held = false
 			free = append(free, tp)
-		}
-	}
-	if len(hold) > 0 {
-		if err := th.consumer.Pause(hold); err != nil {
-			return fmt.Errorf("pausing partitions held back: %w", err)
 		}
 	}
 	if len(free) == 0 {
@@ -166,6 +156,24 @@ func (th *Thread) holdBack() error {
 			}
 		}
 	}
+	return nil
+}
+
+// hold pauses a partition of a task with async operators once its buffer
+// holds MaxBufferedRecords: such a task may take no record for a while
+// (its operators full, waiting for a slow service), and a partition's
+// records come a fetch response's share at a time, so without this one
+// partition could fill the thread's whole buffer budget and hold back its
+// other tasks. (A task without async operators takes records as fast as
+// the thread runs; pausing would only make the fetcher start over.)
+func (th *Thread) hold(p *partition) error {
+	if p.held || p.paused || p.size() < th.cfg.MaxBufferedRecords || !p.task.t.HasAsync() {
+		return nil
+	}
+	if err := th.consumer.Pause([]kclient.TP{p.tp}); err != nil {
+		return fmt.Errorf("pausing %s, held back: %w", p.tp, err)
+	}
+	p.held = true
 	return nil
 }
 

@@ -409,6 +409,9 @@ func (t *Task) Accepting() bool {
 	return true
 }
 
+// HasAsync reports whether the task has async operators.
+func (t *Task) HasAsync() bool { return len(t.async) > 0 }
+
 // AsyncHeld is how many records the task's async nodes hold (running or
 // waiting).
 func (t *Task) AsyncHeld() int {
