@@ -43,6 +43,11 @@ import (
 //     per task; a task whose operator is full takes no record, its input
 //     buffers fill and consumption slows down to what the service answers.
 
+// ErrAsyncTimeout is in the error of a call abandoned because it did not
+// return within its budget (AsyncOptions.Budget): the processing error
+// handler gets it with the call's input record.
+var ErrAsyncTimeout = rt.ErrAsyncTimeout
+
 // AsyncOptions configure an async operator: start from Async().
 type AsyncOptions struct {
 	name string

@@ -105,7 +105,7 @@ func (l *AsyncLimit) acquire(ctx context.Context) bool {
 func (l *AsyncLimit) release() { <-l.sem }
 
 // ErrAsyncTimeout is in the error of a call abandoned past its budget.
-var ErrAsyncTimeout = errors.New("async call did not return in time")
+var ErrAsyncTimeout = errors.New("topology: async call did not return in time")
 
 // AsyncFuncs are what an async node does with a record.
 type AsyncFuncs[K, V, S, R any] struct {
@@ -406,7 +406,7 @@ func (n *AsyncNode[K, V, S, R]) abandonOverdue(now time.Time) {
 		}
 		n.releaseSlot(c)
 		n.removeRunning(c)
-		err := fmt.Errorf("%s: %w within %v (timeout %v, %d retries)", n.NodeName, ErrAsyncTimeout, budget-abandonGrace, n.cfg.Timeout, n.cfg.Retries)
+		err := fmt.Errorf("%s: %w (its budget: %v, timeout %v and %d retries; the call ignored its context)", n.NodeName, ErrAsyncTimeout, budget-abandonGrace, n.cfg.Timeout, n.cfg.Retries)
 		if n.env.Observe != nil {
 			n.env.Observe(n.NodeName, time.Unix(0, b).Sub(c.arrived), now.Sub(time.Unix(0, b)), err)
 		}

@@ -281,7 +281,7 @@ func TestMapValuesAsyncFailuresGoToTheHandler(t *testing.T) {
 	if len(dlq) != 2 || dlq[0].Value != "bad" || dlq[1].Value != "hang" {
 		t.Fatalf("dead letters %v", dlq)
 	}
-	for i, want := range []string{"the service said no", "did not return in time"} {
+	for i, want := range []string{"the service said no", topology.ErrAsyncTimeout.Error()} {
 		msg, _ := dlq[i].Headers.Get(processor.HeaderErrorMessage)
 		if !strings.Contains(string(msg), want) {
 			t.Fatalf("dead letter %d: message %q, want it to say %q", i, msg, want)
