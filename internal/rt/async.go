@@ -153,6 +153,7 @@ type asyncKey[K, V, S, R any] struct {
 type asyncCall[K, V, S, R any] struct {
 	key      *asyncKey[K, V, S, R]
 	done     chan<- *asyncCall[K, V, S, R] // the node's, when the call arrived
+	ctx      context.Context               // the node's, when the call started: cancelled by abandon
 	rec      processor.Record[K, V]
 	rc       recordContext
 	raw      *RawRecord
@@ -241,6 +242,7 @@ func (n *AsyncNode[K, V, S, R]) schedule() {
 			c.st = st
 		}
 		n.running = append(n.running, c)
+		c.ctx = n.ctx
 		go n.run(c)
 	}
 }
@@ -257,8 +259,8 @@ func (n *AsyncNode[K, V, S, R]) begin(c *asyncCall[K, V, S, R]) (st S, err error
 // run is a call's goroutine.
 func (n *AsyncNode[K, V, S, R]) run(c *asyncCall[K, V, S, R]) {
 	if l := n.env.Limit; l != nil {
-		if !l.acquire(n.ctx) {
-			n.deliver(c, *new(R), n.ctx.Err())
+		if !l.acquire(c.ctx) {
+			n.deliver(c, *new(R), c.ctx.Err())
 			return
 		}
 		c.holds.Store(true)
@@ -269,11 +271,11 @@ func (n *AsyncNode[K, V, S, R]) run(c *asyncCall[K, V, S, R]) {
 	var err error
 	for attempt := 0; ; attempt++ {
 		res, err = n.attempt(c)
-		if err == nil || attempt >= n.cfg.Retries || n.ctx.Err() != nil {
+		if err == nil || attempt >= n.cfg.Retries || c.ctx.Err() != nil {
 			break
 		}
 		select {
-		case <-n.ctx.Done():
+		case <-c.ctx.Done():
 		case <-time.After(n.cfg.backoff(attempt)):
 		}
 	}
@@ -283,7 +285,7 @@ func (n *AsyncNode[K, V, S, R]) run(c *asyncCall[K, V, S, R]) {
 }
 
 func (n *AsyncNode[K, V, S, R]) attempt(c *asyncCall[K, V, S, R]) (res R, err error) {
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(c.ctx, n.cfg.Timeout)
 	defer cancel()
 	if c.inRecord {
 		ctx = processor.ContextWithRecordMetadata(ctx, c.rc.meta)
@@ -293,7 +295,7 @@ func (n *AsyncNode[K, V, S, R]) attempt(c *asyncCall[K, V, S, R]) (res R, err er
 		res, e = n.fn.Call(ctx, c.rec, c.st)
 		return e
 	})
-	if err != nil && ctx.Err() == context.DeadlineExceeded && n.ctx.Err() == nil {
+	if err != nil && ctx.Err() == context.DeadlineExceeded && c.ctx.Err() == nil {
 		err = fmt.Errorf("%s: the call did not return within its timeout (%v): %w", n.NodeName, n.cfg.Timeout, err)
 	}
 	return res, err

@@ -291,3 +291,42 @@ func TestMapValuesAsyncFailuresGoToTheHandler(t *testing.T) {
 		t.Fatalf("the call for offset 2 saw offset %v", off)
 	}
 }
+
+// Closing a task abandons its running calls: their contexts are cancelled,
+// they return, and nothing they return is forwarded; Close does not wait
+// for them.
+func TestAsyncCallsAreCancelledWhenTheTaskCloses(t *testing.T) {
+	str := serde.String()
+	var started, returned sync.WaitGroup
+	started.Add(4)
+	returned.Add(4)
+	b := topology.NewBuilder()
+	topology.MapValuesAsync(topology.Stream(b, "in", topology.Consumed(str, str)), func(ctx context.Context, k, v string) (string, error) {
+		defer returned.Done()
+		started.Done()
+		<-ctx.Done()
+		return v, nil // dropped: the task gave the call up
+	}, topology.Async().WithConcurrency(4).WithTimeout(time.Minute).WithRetries(2, time.Millisecond, time.Millisecond)).
+		To("out", topology.Produced(str, str))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := streamstest.Open(top, streamstest.Options{ManualCommit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := streamstest.Input(d, "in", str, str)
+	for _, k := range []string{"a", "b", "c", "d"} {
+		in.Pipe(k, k)
+	}
+	started.Wait()
+	out := streamstest.Output(d, "out", str, str)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	returned.Wait()
+	if n := out.Len(); n != 0 {
+		t.Fatalf("%d results of abandoned calls forwarded", n)
+	}
+}
