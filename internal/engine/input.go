@@ -115,8 +115,10 @@ func (th *Thread) poll() error {
 		}
 		p.task.t.Prepare(r) // timestamps from extractors, for ordering
 		p.buf = append(p.buf, r)
-		if err := th.hold(p); err != nil {
-			return err
+		if p.size() >= th.cfg.MaxBufferedRecords {
+			if err := th.hold(p); err != nil {
+				return err
+			}
 		}
 		th.Stats.Consumed.Add(1)
 		if p.consumed != nil {
@@ -245,7 +247,8 @@ func (th *Thread) process() (bool, error) {
 			if err := tk.t.Pump(); err != nil {
 				return n > 0, err
 			}
-			for i := 0; i < 100 && tk.t.Accepting(); i++ {
+			async := tk.t.HasAsync()
+			for i := 0; i < 100 && (!async || tk.t.Accepting()); i++ {
 				p := th.next(tk, now)
 				if p == nil {
 					break
