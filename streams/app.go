@@ -257,6 +257,8 @@ func (a *App) Run(ctx context.Context) (err error) {
 	a.mu.Lock()
 	a.procID, a.subPartitions, a.directory = processID, subParts, idir
 	a.mu.Unlock()
+	notices := a.startNotices(ctx, admin)
+	defer notices.Close() // after the threads: it sends their leave notices
 	if dlq := a.cfg.DeadLetterTopic; dlq != "" {
 		tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
 		parts, err := admin.Partitions(tctx, []string{dlq})
@@ -301,6 +303,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		Handlers:              a.cfg.handlers(),
 		Metrics:               a.metrics,
 		AsyncLimit:            a.asyncLimit,
+		Notices:               notices,
 		OnState:               a.onThreadState,
 		NewConsumer:           kclient.NewConsumer,
 		NewGroupConsumer:      kclient.NewGroupConsumer,
@@ -345,6 +348,13 @@ func (a *App) Run(ctx context.Context) (err error) {
 		go func() {
 			defer wg.Done()
 			a.runDirectory(ctx, idir, processID)
+		}()
+	}
+	if notices != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			notices.Run(ctx)
 		}()
 	}
 	for _, th := range threads {

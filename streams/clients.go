@@ -142,3 +142,8 @@ func (a *App) directoryConsumerConfig() kclient.Config {
 		"client.id": a.cfg.ApplicationID + "-directory-consumer",
 	}
 }
+
+// noticesConfig is the rebalance notices' clients' (kclient.Notices).
+func (a *App) noticesConfig() kclient.Config {
+	return kclient.Config{"bootstrap.servers": a.cfg.BootstrapServers, "client.id": a.cfg.ApplicationID + "-notices"}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eddy-go/eddy/serde"
 	"github.com/eddy-go/eddy/streams"
@@ -375,4 +376,106 @@ func TestRackAwareTagsMustBeSet(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `RackAwareAssignmentTags names "rack", which ClientTags does not set`) {
 		t.Fatalf("New: %v", err)
 	}
+}
+
+// Members hear of a rebalance from the others' notices, not only at their
+// next heartbeat. The heartbeat interval is two minutes and the test gives
+// each step one: a second instance joins and takes a task (its join and
+// its warm-up's request for a rebalance reach the first instance as
+// notices), then stops cleanly once the broker has seen both members'
+// heartbeat after the last rebalance (franz-go heartbeats once half a
+// second after each rebalance; after that, the first instance would hear
+// of the leave only two minutes later), and the first takes its task back.
+func TestMembersHearOfRebalancesFromNotices(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	// The broker's view of the group: the members of the latest
+	// generation synced, and each member's latest heartbeat generation.
+	var mu sync.Mutex
+	synced := map[int32]map[string]bool{}
+	beat := map[string]int32{}
+	cluster.ControlKey(int16(kmsg.SyncGroup), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		req := r.(*kmsg.SyncGroupRequest)
+		mu.Lock()
+		if synced[req.Generation] == nil {
+			synced[req.Generation] = map[string]bool{}
+		}
+		synced[req.Generation][req.MemberID] = true
+		mu.Unlock()
+		return nil, nil, false
+	})
+	cluster.ControlKey(int16(kmsg.Heartbeat), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		req := r.(*kmsg.HeartbeatRequest)
+		mu.Lock()
+		beat[req.MemberID] = max(beat[req.MemberID], req.Generation)
+		mu.Unlock()
+		return nil, nil, false
+	})
+	settled := func() bool { // every member of the latest generation heartbeated in it
+		mu.Lock()
+		defer mu.Unlock()
+		latest := int32(-1)
+		for g := range synced {
+			latest = max(latest, g)
+		}
+		for m := range synced[latest] {
+			if beat[m] < latest {
+				return false
+			}
+		}
+		return latest >= 0
+	}
+
+	brokers := cluster.ListenAddrs()[0]
+	str := serde.String()
+	b := topology.NewBuilder()
+	topology.Table(b, "in", topology.Consumed(str, str), topology.Materialized[string, string]("t"))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := func() streams.Config {
+		return streams.Config{ApplicationID: "notices", BootstrapServers: brokers, StateDir: t.TempDir(),
+			ClientConfig: map[string]string{"heartbeat.interval.ms": "120000", "session.timeout.ms": "240000"}}
+	}
+	start := func() (*streams.App, func()) {
+		a, err := streams.New(top, conf())
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		return a, func() {
+			a.Close(context.Background())
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute) // half the heartbeat interval
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s within a minute: the members waited for a heartbeat", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	first, stopFirst := start()
+	defer stopFirst()
+	wait("first instance with both tasks", func() bool { return first.State() == streams.Running && len(tasksOf(first)) == 2 })
+	second, stopSecond := start()
+	wait("task on the joining instance", func() bool {
+		return first.State() == streams.Running && second.State() == streams.Running && len(tasksOf(first)) == 1 && len(tasksOf(second)) == 1
+	})
+	wait("heartbeat of every member after the rebalance", settled)
+	stopSecond()
+	wait("task back on the first instance", func() bool { return first.State() == streams.Running && len(tasksOf(first)) == 2 })
 }

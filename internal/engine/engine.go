@@ -84,6 +84,9 @@ type Config struct {
 	// AsyncLimit bounds the async calls running at once across the
 	// instance (nil: each operator's concurrency per task only).
 	AsyncLimit *rt.AsyncLimit
+	// Notices is the instance's rebalance-notice channel its threads'
+	// group members share (nil: none).
+	Notices *kclient.Notices
 	// Metrics, when set, are updated as threads work.
 	Metrics *Metrics
 	// OnState reports thread state changes.

@@ -233,6 +233,9 @@ func (th *Thread) session(ctx context.Context) (err error) {
 	if r, ok := th.consumer.(kclient.StateReporter); ok {
 		r.ReportState(th.memberState)
 	}
+	if u, ok := th.consumer.(kclient.NoticeUser); ok && th.cfg.Notices != nil {
+		u.UseNotices(th.cfg.Notices)
+	}
 	th.guarantee = newGuarantee(th.cfg.ExactlyOnce, th.producer, th.consumer, th.retry, th.logEnds)
 	clean := false
 	defer func() {

@@ -34,9 +34,14 @@ func startMember(t *testing.T, cfg Config, state func() MemberState) *groupMembe
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startMemberOn(t, cons, state)
+}
+
+// startMemberOn is startMember with a consumer made by the caller.
+func startMemberOn(t *testing.T, cons Consumer, state func() MemberState) *groupMember {
 	m := &groupMember{t: t, c: cons, stop: make(chan struct{}), done: make(chan struct{})}
 	cons.(StateReporter).ReportState(state)
-	err = cons.Subscribe([]string{"in"}, func(rb Rebalance) error {
+	err := cons.Subscribe([]string{"in"}, func(rb Rebalance) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		for _, tp := range rb.Revoked {

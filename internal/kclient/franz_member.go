@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -56,6 +57,12 @@ type franzMember struct {
 	// state: what the instance holds, for the assignor (ReportState).
 	state   func() MemberState
 	lastErr error // the last group error returned, not to repeat it
+	// notices: the instance's rebalance notices (nil: none); noticeID
+	// this member's name in them; joining: a JoinGroup went out and its
+	// SyncGroup was not answered yet (set by the notice hook).
+	notices  *Notices
+	noticeID string
+	joining  atomic.Bool
 
 	mu      sync.Mutex // guards closing
 	closing bool
@@ -131,9 +138,16 @@ func (m *franzMember) subscribe(topics []string, onRebalance func(Rebalance) err
 	if m.conf.instanceID != "" {
 		opts = append(opts, kgo.InstanceID(m.conf.instanceID))
 	}
+	if m.notices != nil {
+		m.noticeID = noticeID()
+		opts = append(opts, kgo.WithHooks(noticeHook{n: m.notices, id: m.noticeID, m: m}))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("kclient: creating the group member: %w", err)
+	}
+	if m.notices != nil {
+		m.notices.add(m.noticeID, m)
 	}
 	// The member never fetches: the fetcher reads the records.
 	cl.PauseFetchTopics(topics...)
@@ -142,6 +156,8 @@ func (m *franzMember) subscribe(topics []string, onRebalance func(Rebalance) err
 }
 
 func (m *franzMember) reportState(state func() MemberState) { m.state = state }
+
+func (m *franzMember) useNotices(n *Notices) { m.notices = n }
 
 // rejoin asks the group for a rebalance (kgo's ForceRebalance: the member
 // joins again with its new state; a no-op before it subscribed).
@@ -384,6 +400,9 @@ func (m *franzMember) Close() error {
 	}
 	m.closing = true
 	m.mu.Unlock()
+	if m.notices != nil {
+		m.notices.remove(m.noticeID) // it sends its leave notice, probes no more
+	}
 	closed := make(chan struct{})
 	go func() {
 		m.cl.Close()

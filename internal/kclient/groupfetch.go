@@ -77,6 +77,15 @@ func (g *groupConsumer) ReportState(state func() MemberState) {
 	}
 }
 
+// UseNotices implements NoticeUser: the member sends its joins and
+// leaves to n and probes the group on the others' (a no-op for a member
+// that cannot: librdkafka's). Called before Subscribe.
+func (g *groupConsumer) UseNotices(n *Notices) {
+	if u, ok := g.m.(interface{ useNotices(*Notices) }); ok && n != nil {
+		u.useNotices(n)
+	}
+}
+
 // Rejoin implements StateReporter: the member joins the group again (a
 // no-op for a member whose assignor does not weigh state).
 func (g *groupConsumer) Rejoin() {

@@ -137,6 +137,12 @@ type StateReporter interface {
 	Rejoin()
 }
 
+// NoticeUser is a Consumer whose group member can send and hear rebalance
+// notices (see Notices); UseNotices comes before Subscribe.
+type NoticeUser interface {
+	UseNotices(n *Notices)
+}
+
 // Producer writes records; transactional when built with a transactional id.
 type Producer interface {
 	// Produce enqueues rec; it does not keep rec or its slices.

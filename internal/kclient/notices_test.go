@@ -1,0 +1,106 @@
+//go:build !eddy_librdkafka
+
+package kclient
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// A probe asks its member to rejoin only a rebalance under way: in a
+// stable group it does nothing; once another member's join reached the
+// coordinator it makes the member rejoin at once (the heartbeat interval is
+// two minutes: without the probe the group would wait that long), and the
+// two members share the partitions.
+func TestProbeRejoinsOnlyARebalanceUnderWay(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in"), kfake.SeedTopics(1, "notices"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	var mu sync.Mutex
+	beats := map[string]int32{} // member id → latest heartbeat generation
+	joined := map[string]bool{} // member ids that joined with their id
+	cluster.ControlKey(int16(kmsg.Heartbeat), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		req := r.(*kmsg.HeartbeatRequest)
+		mu.Lock()
+		beats[req.MemberID] = max(beats[req.MemberID], req.Generation)
+		mu.Unlock()
+		return nil, nil, false
+	})
+	cluster.ControlKey(int16(kmsg.JoinGroup), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		req := r.(*kmsg.JoinGroupRequest)
+		mu.Lock()
+		if req.MemberID != "" {
+			joined[req.MemberID] = true
+		}
+		mu.Unlock()
+		return nil, nil, false
+	})
+	cfg := func() Config {
+		return Config{"bootstrap.servers": cluster.ListenAddrs()[0], "group.id": "probe",
+			"heartbeat.interval.ms": 120000, "session.timeout.ms": 240000}
+	}
+	// Notices that are sent but not read: the test probes by hand.
+	notices, err := NewNotices(cfg(), "notices", zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer notices.Close()
+	state := func() MemberState { return MemberState{} }
+	start := func() (*groupMember, *franzMember) {
+		cons, err := NewGroupConsumer(cfg())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cons.(NoticeUser).UseNotices(notices)
+		return startMemberOn(t, cons, state), cons.(*groupConsumer).m.(*franzMember)
+	}
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute) // half the heartbeat interval
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s within a minute", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	a, am := start()
+	defer a.end()
+	a.waitOwns([]int32{0, 1})
+	// franz-go heartbeats once half a second after a rebalance: past it,
+	// only a probe tells a of the next one.
+	wait("heartbeat of a after its join", func() bool {
+		id, gen := am.cl.GroupMetadata()
+		mu.Lock()
+		defer mu.Unlock()
+		return beats[id] >= gen && gen > 0
+	})
+	if am.probe() {
+		t.Fatal("a probe in a stable group asked to rejoin")
+	}
+	aID, _ := am.cl.GroupMetadata()
+	b, _ := start()
+	defer b.end()
+	wait("b's join at the coordinator", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for id := range joined {
+			if id != aID {
+				return true
+			}
+		}
+		return false
+	})
+	if !am.probe() {
+		t.Fatal("a probe while b joined did not ask to rejoin")
+	}
+	wait("a and b with a partition each", func() bool { return len(a.owns()) == 1 && len(b.owns()) == 1 })
+}
