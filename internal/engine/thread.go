@@ -325,7 +325,7 @@ func (th *Thread) step() error {
 	th.waitForCalls(processed)
 	th.snapshot(false)
 	probe(&th.Health, th.log, &th.lastProbe, th.adm.get, th.cfg.Subscription)
-	if time.Since(th.lastCommit) >= th.cfg.CommitInterval {
+	if time.Since(th.lastCommit) >= th.cfg.CommitInterval && !th.rebalancing() {
 		if err := th.commit(false); err != nil {
 			if th.ctx.Err() != nil {
 				return nil // stopping while the commit waited: shutdown decides
@@ -334,6 +334,22 @@ func (th *Thread) step() error {
 		}
 	}
 	return nil
+}
+
+// commitPostponeMax bounds how long past its interval a commit waits for
+// a rebalance to complete (rebalancing).
+const commitPostponeMax = 2 * time.Second
+
+// rebalancing reports whether the group is completing a rebalance the
+// thread's member takes part in (from its JoinGroup to its SyncGroup's
+// answer): the coordinator refuses offset commits then, and a refused
+// commit aborts the transaction (exactly-once) or rewinds (at-least-once),
+// so the thread's every task would process its last interval again. The
+// commit waits, as Kafka Streams' does during a rebalance, processing
+// going on, for at most commitPostponeMax past its interval.
+func (th *Thread) rebalancing() bool {
+	w, ok := th.consumer.(kclient.RebalanceWatcher)
+	return ok && w.Rebalancing() && time.Since(th.lastCommit) < th.cfg.CommitInterval+commitPostponeMax
 }
 
 func cloneCfg(c kclient.Config) kclient.Config {

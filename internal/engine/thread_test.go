@@ -173,6 +173,43 @@ func TestLostAssignmentDropsUncommittedWork(t *testing.T) {
 	}
 }
 
+// While the group completes a rebalance (the member's JoinGroup sent, its
+// SyncGroup not answered) the coordinator refuses offset commits; a
+// thread's commit waits for the rebalance to complete instead of being
+// refused and processing its every task's last interval again. The
+// rebalance lasts 20 commit intervals here; processing goes on through it.
+func TestCommitWaitsForARebalanceToComplete(t *testing.T) {
+	for _, eos := range []bool{true, false} {
+		t.Run(fmt.Sprintf("exactly_once=%v", eos), func(t *testing.T) {
+			cl := kclienttest.NewCluster()
+			r := newRig(t, cl, countTopology(t, nil), eos, "")
+			want := feed(cl, 0, 100, 5)
+			run := r.start()
+			wait(t, "the input committed", func() bool { return caughtUp(cl) })
+			cl.SetRebalancing(true)
+			more := feed(cl, 100, 100, 5)
+			wait(t, "the input processed during the rebalance", func() bool { return run.th.Stats.Produced.Load() >= 400 })
+			time.Sleep(20 * r.cfg.CommitInterval) // the rebalance's length: commits fall due in it
+			commits := run.th.Stats.Commits.Load()
+			cl.SetRebalancing(false)
+			wait(t, "a commit after the rebalance", func() bool { return caughtUp(cl) && run.th.Stats.Commits.Load() > commits })
+			if err := run.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			if n := run.th.Stats.Aborts.Load(); n != 0 {
+				t.Errorf("%d aborts: a commit was refused during the rebalance", n)
+			}
+			for k, n := range more {
+				want[k] += n
+			}
+			exactSequences(t, outputs(t, cl, true), want)
+			if got := len(outputs(t, cl, false)["k0"]); got != 40 {
+				t.Errorf("k0 has %d updates in the log, want 40: nothing processed twice", got)
+			}
+		})
+	}
+}
+
 // A clean revocation commits before the partitions go.
 func TestRevokeCommits(t *testing.T) {
 	cl := kclienttest.NewCluster()

@@ -59,7 +59,7 @@ type franzMember struct {
 	lastErr error // the last group error returned, not to repeat it
 	// notices: the instance's rebalance notices (nil: none); noticeID
 	// this member's name in them; joining: a JoinGroup went out and its
-	// SyncGroup was not answered yet (set by the notice hook).
+	// SyncGroup was not answered yet (set by memberHook).
 	notices  *Notices
 	noticeID string
 	joining  atomic.Bool
@@ -138,9 +138,9 @@ func (m *franzMember) subscribe(topics []string, onRebalance func(Rebalance) err
 	if m.conf.instanceID != "" {
 		opts = append(opts, kgo.InstanceID(m.conf.instanceID))
 	}
+	opts = append(opts, kgo.WithHooks(memberHook{m}))
 	if m.notices != nil {
 		m.noticeID = noticeID()
-		opts = append(opts, kgo.WithHooks(noticeHook{n: m.notices, id: m.noticeID, m: m}))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -158,6 +158,10 @@ func (m *franzMember) subscribe(topics []string, onRebalance func(Rebalance) err
 func (m *franzMember) reportState(state func() MemberState) { m.state = state }
 
 func (m *franzMember) useNotices(n *Notices) { m.notices = n }
+
+// rebalancing reports whether the member is between a JoinGroup and its
+// SyncGroup's answer.
+func (m *franzMember) rebalancing() bool { return m.joining.Load() }
 
 // rejoin asks the group for a rebalance (kgo's ForceRebalance: the member
 // joins again with its new state; a no-op before it subscribed).

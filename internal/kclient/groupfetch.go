@@ -86,6 +86,14 @@ func (g *groupConsumer) UseNotices(n *Notices) {
 	}
 }
 
+// Rebalancing implements RebalanceWatcher: the member is between a
+// JoinGroup and its SyncGroup's answer, when the group coordinator refuses
+// offset commits (false for a member that cannot tell: librdkafka's).
+func (g *groupConsumer) Rebalancing() bool {
+	r, ok := g.m.(interface{ rebalancing() bool })
+	return ok && r.rebalancing()
+}
+
 // Rejoin implements StateReporter: the member joins the group again (a
 // no-op for a member whose assignor does not weigh state).
 func (g *groupConsumer) Rejoin() {

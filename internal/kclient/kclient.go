@@ -143,6 +143,14 @@ type NoticeUser interface {
 	UseNotices(n *Notices)
 }
 
+// RebalanceWatcher is a Consumer whose group member tells when its group is
+// completing a rebalance: from the member's JoinGroup until its
+// SyncGroup's answer, when the coordinator refuses offset commits
+// (REBALANCE_IN_PROGRESS, or ILLEGAL_GENERATION for the generation before).
+type RebalanceWatcher interface {
+	Rebalancing() bool
+}
+
 // Producer writes records; transactional when built with a transactional id.
 type Producer interface {
 	// Produce enqueues rec; it does not keep rec or its slices.

@@ -47,6 +47,9 @@ type Cluster struct {
 	// often it asked for a rebalance (Rejoin).
 	state   func() kclient.MemberState
 	rejoins int
+	// rebalancing: the group is completing a rebalance (SetRebalancing):
+	// the member says so, and offset commits are refused.
+	rebalancing bool
 }
 
 type offsetMeta struct {
@@ -286,6 +289,16 @@ func (c *Cluster) SetDown(down bool) {
 	}
 }
 
+// SetRebalancing makes the group complete a rebalance (true) or be done
+// with it: meanwhile the member's Rebalancing says so, and offset commits
+// are refused as the coordinator refuses them (SendOffsets: an abortable
+// transaction error; Commit: an error).
+func (c *Cluster) SetRebalancing(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rebalancing = on
+}
+
 // ErrUnreachable is the transient error calls fail with while the cluster
 // is down.
 var ErrUnreachable = fmt.Errorf("%w: kclienttest: brokers unreachable", kclient.ErrTransient)
@@ -310,12 +323,22 @@ func (c *Cluster) call(op string) error {
 			return ErrUnreachable
 		}
 	}
+	if c.rebalancing {
+		switch op {
+		case "SendOffsets":
+			return &kclient.TxnError{Op: op, Abortable: true, Err: errRebalancing}
+		case "Commit":
+			return errRebalancing
+		}
+	}
 	if fs := c.faults[op]; len(fs) > 0 {
 		c.faults[op] = fs[1:]
 		return fs[0]
 	}
 	return nil
 }
+
+var errRebalancing = errors.New("kclienttest: the group is rebalancing (REBALANCE_IN_PROGRESS)")
 
 // Fence bumps transactional id's epoch, as a new producer's
 // InitTransactions would: the open transaction is aborted and the old

@@ -66,6 +66,13 @@ func (k *Consumer) ReportState(state func() kclient.MemberState) {
 	k.c.state = state
 }
 
+// Rebalancing implements kclient.RebalanceWatcher (Cluster.SetRebalancing).
+func (k *Consumer) Rebalancing() bool {
+	k.c.mu.Lock()
+	defer k.c.mu.Unlock()
+	return k.c.rebalancing
+}
+
 // Rejoin implements kclient.StateReporter: it counts the request
 // (Cluster.Rejoins).
 func (k *Consumer) Rejoin() {
