@@ -338,39 +338,96 @@ func (m *franzMember) Commit(offsets map[TP]int64, meta map[TP]string) error {
 		return err
 	}
 	memberID, generation := cl.GroupMetadata()
-	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Group, req.MemberID, req.Generation = m.conf.group, memberID, generation
-	if m.conf.instanceID != "" {
-		req.InstanceID = &m.conf.instanceID
-	}
 	topics, parts := offsetsByTopic(offsets)
-	for _, t := range topics {
-		ct := kmsg.NewOffsetCommitRequestTopic()
-		ct.Topic = t
-		for _, tp := range parts[t] {
-			p := kmsg.NewOffsetCommitRequestTopicPartition()
-			p.Partition, p.Offset, p.LeaderEpoch = tp.Partition, offsets[tp], -1
-			if md, ok := meta[tp]; ok {
-				p.Metadata = &md
-			}
-			ct.Partitions = append(ct.Partitions, p)
+	send := func(memberID string, generation int32) error {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Group, req.MemberID, req.Generation = m.conf.group, memberID, generation
+		if m.conf.instanceID != "" {
+			req.InstanceID = &m.conf.instanceID
 		}
-		req.Topics = append(req.Topics, ct)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return franzErr(fmt.Sprintf("committing offsets of group %q", m.conf.group), err)
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return m.offsetErr(err, t.Topic)
+		for _, t := range topics {
+			ct := kmsg.NewOffsetCommitRequestTopic()
+			ct.Topic = t
+			for _, tp := range parts[t] {
+				p := kmsg.NewOffsetCommitRequestTopicPartition()
+				p.Partition, p.Offset, p.LeaderEpoch = tp.Partition, offsets[tp], -1
+				if md, ok := meta[tp]; ok {
+					p.Metadata = &md
+				}
+				ct.Partitions = append(ct.Partitions, p)
+			}
+			req.Topics = append(req.Topics, ct)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return franzErr(fmt.Sprintf("committing offsets of group %q", m.conf.group), err)
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					return &topicErr{topic: t.Topic, err: err}
+				}
 			}
 		}
+		return nil
 	}
-	return nil
+	err = m.commitThroughRebalance(context.Background(), memberID, generation, send)
+	var te *topicErr
+	if errors.As(err, &te) {
+		return m.offsetErr(te.err, te.topic)
+	}
+	return err
+}
+
+// topicErr is a topic's error in an offset commit's answer.
+type topicErr struct {
+	topic string
+	err   error
+}
+
+func (e *topicErr) Error() string { return e.topic + ": " + e.err.Error() }
+func (e *topicErr) Unwrap() error { return e.err }
+
+// rebalanceCommitWait bounds how long an offset commit the group refused
+// because it rebalanced waits for the member to sync the rebalance.
+const rebalanceCommitWait = 2 * time.Second
+
+// commitThroughRebalance sends offsets for the member's generation
+// (send), and when the coordinator refuses them because the group
+// completed a rebalance meanwhile (ILLEGAL_GENERATION: it is past the
+// generation sent; REBALANCE_IN_PROGRESS: it waits for the members'
+// SyncGroup), waits until the member has synced and sends them again for
+// its new generation, within rebalanceCommitWait. A member the group
+// moved on from without it is refused for good (UNKNOWN_MEMBER_ID, or a
+// generation that never moves): that error is returned. Safe because a
+// rebalance takes partitions from a member only through its revocation
+// callback, which runs on the stream thread after the commit under way.
+func (m *franzMember) commitThroughRebalance(ctx context.Context, memberID string, generation int32, send func(string, int32) error) error {
+	err := send(memberID, generation)
+	deadline := time.Now().Add(rebalanceCommitWait)
+	for (errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.RebalanceInProgress)) && time.Now().Before(deadline) {
+		wait := 2 * time.Millisecond
+		if !m.joining.Load() {
+			wait = 20 * time.Millisecond // the member has not heard of it yet, or it synced
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		if m.joining.Load() {
+			continue
+		}
+		id, g := m.cl.GroupMetadata()
+		if errors.Is(err, kerr.IllegalGeneration) && g == generation {
+			continue // not synced into the new generation yet
+		}
+		memberID, generation = id, g
+		err = send(memberID, generation)
+	}
+	return err
 }
 
 func (m *franzMember) GroupMetadata() (any, error) {

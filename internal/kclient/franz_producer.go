@@ -404,38 +404,46 @@ func (p *franzProducer) sendTxnOffsets(ctx context.Context, offsets map[TP]int64
 		}
 		p.offsetsAdded = true
 	}
-	req := kmsg.NewPtrTxnOffsetCommitRequest()
-	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = p.txnID, g.group, id, epoch
-	req.Generation, req.MemberID = g.generation, g.memberID
-	if g.instanceID != "" {
-		req.InstanceID = &g.instanceID
-	}
-	topics, parts := offsetsByTopic(offsets)
-	for _, t := range topics {
-		ct := kmsg.NewTxnOffsetCommitRequestTopic()
-		ct.Topic = t
-		for _, tp := range parts[t] {
-			cp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-			cp.Partition, cp.Offset, cp.LeaderEpoch = tp.Partition, offsets[tp], -1
-			if md, ok := meta[tp]; ok {
-				cp.Metadata = &md
-			}
-			ct.Partitions = append(ct.Partitions, cp)
+	send := func(memberID string, generation int32) error {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = p.txnID, g.group, id, epoch
+		req.Generation, req.MemberID = generation, memberID
+		if g.instanceID != "" {
+			req.InstanceID = &g.instanceID
 		}
-		req.Topics = append(req.Topics, ct)
-	}
-	resp, err := req.RequestWith(ctx, p.cl)
-	if err != nil {
-		return p.txnError("TxnOffsetCommit", err)
-	}
-	for _, t := range resp.Topics {
-		for _, cp := range t.Partitions {
-			if err := kerr.ErrorForCode(cp.ErrorCode); err != nil {
-				return p.txnError("TxnOffsetCommit", fmt.Errorf("%s-%d: %w", t.Topic, cp.Partition, err))
+		topics, parts := offsetsByTopic(offsets)
+		for _, t := range topics {
+			ct := kmsg.NewTxnOffsetCommitRequestTopic()
+			ct.Topic = t
+			for _, tp := range parts[t] {
+				cp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+				cp.Partition, cp.Offset, cp.LeaderEpoch = tp.Partition, offsets[tp], -1
+				if md, ok := meta[tp]; ok {
+					cp.Metadata = &md
+				}
+				ct.Partitions = append(ct.Partitions, cp)
+			}
+			req.Topics = append(req.Topics, ct)
+		}
+		resp, err := req.RequestWith(ctx, p.cl)
+		if err != nil {
+			return err
+		}
+		for _, t := range resp.Topics {
+			for _, cp := range t.Partitions {
+				if err := kerr.ErrorForCode(cp.ErrorCode); err != nil {
+					return fmt.Errorf("%s-%d: %w", t.Topic, cp.Partition, err)
+				}
 			}
 		}
+		return nil
 	}
-	return nil
+	if g.member != nil {
+		err = g.member.commitThroughRebalance(ctx, g.memberID, g.generation, send)
+	} else {
+		err = send(g.memberID, g.generation)
+	}
+	return p.txnError("TxnOffsetCommit", err)
 }
 
 func (p *franzProducer) CommitTransaction(ctx context.Context) error {

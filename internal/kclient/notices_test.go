@@ -3,10 +3,13 @@
 package kclient
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
@@ -103,4 +106,51 @@ func TestProbeRejoinsOnlyARebalanceUnderWay(t *testing.T) {
 		t.Fatal("a probe while b joined did not ask to rejoin")
 	}
 	wait("a and b with a partition each", func() bool { return len(a.owns()) == 1 && len(b.owns()) == 1 })
+}
+
+// An offset commit the coordinator refuses because the group completed a
+// rebalance meanwhile (ILLEGAL_GENERATION) is sent again for the member's
+// new generation once it has synced; one refused for a generation that
+// never moves on is returned as refused.
+func TestCommitThroughRebalanceSendsForTheNewGeneration(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	cons, err := NewGroupConsumer(Config{"bootstrap.servers": cluster.ListenAddrs()[0], "group.id": "regen"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startMemberOn(t, cons, func() MemberState { return MemberState{} })
+	defer a.end()
+	a.waitOwns([]int32{0, 1})
+	m := cons.(*groupConsumer).m.(*franzMember)
+	id, gen := m.cl.GroupMetadata()
+
+	type sent struct {
+		id  string
+		gen int32
+	}
+	var sends []sent
+	err = m.commitThroughRebalance(context.Background(), id, gen, func(id string, gen int32) error {
+		sends = append(sends, sent{id, gen})
+		if len(sends) == 1 {
+			m.cl.ForceRebalance() // the group moves to the next generation
+			return kerr.IllegalGeneration
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("commit through a rebalance: %v", err)
+	}
+	if len(sends) != 2 || sends[1].id != id || sends[1].gen <= gen {
+		t.Fatalf("sends %v, want the generation %d and then a later one", sends, gen)
+	}
+
+	_, now := m.cl.GroupMetadata()
+	err = m.commitThroughRebalance(context.Background(), id, now, func(string, int32) error { return kerr.IllegalGeneration })
+	if !errors.Is(err, kerr.IllegalGeneration) {
+		t.Fatalf("a generation that never moves on: %v, want ILLEGAL_GENERATION", err)
+	}
 }
