@@ -296,9 +296,13 @@ type restorer struct {
 	reader kclient.Reader // made when first needed
 	// targets: every changelog partition still being read.
 	targets map[kclient.TP]*restoreTarget
-	// assigned: the reader reads every target from its from; an added
-	// target or a restart from the start clears it.
-	assigned bool
+	// assigned: the reader reads every target from its from (or, with
+	// activesOnly, every active task's target: while a task restores, its
+	// changelogs are read alone and the standbys' wait, as Kafka Streams'
+	// changelog reader pauses them; a warm-up still reading its whole
+	// changelog held a moved task's restore of a few hundred records for
+	// over 100 ms); an added target or a restart from the start clears it.
+	assigned, activesOnly bool
 	logTime  time.Time
 	// standbys: how many of the targets are standbys'.
 	standbys int
@@ -368,9 +372,12 @@ func (r *restorer) step() ([]*task, error) {
 		}
 		r.reader = c
 	}
-	if !r.assigned {
+	if actives := r.active(); !r.assigned || r.activesOnly != actives {
 		offsets := map[kclient.TP]int64{}
 		for tp, t := range r.targets {
+			if actives && t.standby() {
+				continue
+			}
 			offsets[tp] = t.from
 			if len(t.pending) > 0 {
 				offsets[tp] = t.last + 1 // read, not yet written
@@ -379,7 +386,7 @@ func (r *restorer) step() ([]*task, error) {
 		if err := r.reader.Assign(offsets); err != nil {
 			return nil, fmt.Errorf("assigning changelogs to the restore consumer: %w", err)
 		}
-		r.assigned = true
+		r.assigned, r.activesOnly = true, actives
 	}
 	// Restores read for up to 200ms a turn; standbys alone take what the
 	// reader has (their tasks are not waiting: processing comes first).
@@ -615,9 +622,10 @@ func (r *restorer) standbyTargets() map[kclient.TP]*restoreTarget {
 	return out
 }
 
-// positions returns the reader's positions in tps (none before it reads).
+// positions returns the reader's positions in tps (none before it reads
+// them, or while it reads the active tasks' changelogs only).
 func (r *restorer) positions(tps []kclient.TP) (map[kclient.TP]int64, error) {
-	if r.reader == nil || !r.assigned {
+	if r.reader == nil || !r.assigned || r.activesOnly {
 		return nil, nil
 	}
 	pos, err := r.reader.Position(tps)
