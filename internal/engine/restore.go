@@ -435,8 +435,10 @@ func (r *restorer) step() ([]*task, error) {
 		return nil, nil
 	}
 	tps := make([]kclient.TP, 0, len(r.targets))
-	for tp := range r.targets {
-		tps = append(tps, tp)
+	for tp, t := range r.targets {
+		if !t.standby() || !r.activesOnly {
+			tps = append(tps, tp)
+		}
 	}
 	pos, err := r.reader.Position(tps)
 	if err != nil {

@@ -130,3 +130,61 @@ func TestWarmupAsksForARebalanceOnceCaughtUp(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A task restoring while a standby follows its changelog: the restore
+// reads its changelog alone (the standby's waits), then the standby reads
+// on. The task's state is dropped first, so it restores its changelog in
+// full; both then keep up with new input, and the output is exact.
+func TestRestoreReadsAloneWhileAStandbyFollows(t *testing.T) {
+	cl := kclienttest.NewCluster()
+	r := newRig(t, cl, countTopology(t, nil), true, "")
+	want := feed(cl, 0, 100, 10)
+	run := r.start()
+	wait(t, "the group to commit all input", func() bool { return caughtUp(cl) })
+	p0, p1 := kclient.TP{Topic: testIn, Partition: 0}, kclient.TP{Topic: testIn, Partition: 1}
+	cl.RevokePartitions(p0, p1)
+	wait(t, "the revocation", func() bool { return len(run.th.Snapshot().Tasks) == 0 })
+	if err := storage.DropTask(r.cfg.Pebble, "0_0"); err != nil {
+		t.Fatal(err)
+	}
+	cl.AssignStandbys(p1)
+	wait(t, "the standby", func() bool { return len(run.th.Snapshot().Standbys) == 1 })
+	restored := run.th.Stats.RestoredRecords.Load()
+	cl.AssignWithStandbys([]kclient.TP{p0}, []kclient.TP{p1})
+	wait(t, "task 0_0 restored and running", func() bool {
+		s := run.th.Snapshot()
+		return len(s.Tasks) == 1 && !s.Tasks[0].Restoring && len(s.Standbys) == 1
+	})
+	if n, end := run.th.Stats.RestoredRecords.Load()-restored, cl.End(changelog(), 0); n == 0 || n > end {
+		t.Fatalf("task 0_0 restored %d records of a changelog ending at %d", n, end)
+	}
+	// The standby reads on: new input on partition 1 (its owner played by
+	// the test, writing the changelog) reaches its store.
+	cl.Produce(changelog(), 1, cl.Records(changelog(), 1, true)[0])
+	end := cl.End(changelog(), 1)
+	wait(t, "the standby to store the changelog to its end", func() bool {
+		off, ok, err := storage.StoredOffset(r.cfg.Pebble, "0_1", "counts")
+		return err == nil && ok && off >= end
+	})
+	more := map[string]int64{}
+	for i := 100; i < 200; i++ {
+		k := fmt.Sprintf("k%d", i%10)
+		if kclient.KeyPartition([]byte(k), testParts) == 0 {
+			cl.Produce(testIn, 0, kclienttest.Record{Key: []byte(k), Value: []byte(fmt.Sprint(i)), Timestamp: int64(1000 + i)})
+			more[k]++
+		}
+	}
+	wait(t, "partition 0 committed", func() bool {
+		off, _ := cl.Committed(testIn, 0)
+		return off >= cl.End(testIn, 0)
+	})
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	got := outputs(t, cl, true)
+	for k, n := range more {
+		if seq := got[k]; len(seq) == 0 || seq[len(seq)-1] != want[k]+n {
+			t.Errorf("key %s: counts %v, want the last %d", k, seq, want[k]+n)
+		}
+	}
+}

@@ -402,6 +402,12 @@ func (c *Cluster) AssignPartitions(tps ...kclient.TP) {
 	c.push(rebalanceEvent{only: tps})
 }
 
+// AssignWithStandbys gives tps to the member at its next poll, besides what
+// it has, in an assignment whose standby partitions are standby.
+func (c *Cluster) AssignWithStandbys(tps, standby []kclient.TP) {
+	c.push(rebalanceEvent{only: tps, standby: standby})
+}
+
 // AssignStandbys gives the member, at its next poll, an assignment of no
 // new partition whose standby partitions are tps (none when empty), as
 // eddy's assignor sends the whole standby set with every assignment

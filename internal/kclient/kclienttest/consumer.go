@@ -333,15 +333,18 @@ func (k *Consumer) Committed(ctx context.Context, tps []kclient.TP) (map[kclient
 	return offs, meta, nil
 }
 
-// Position implements kclient.Consumer.
+// Position implements kclient.Consumer: asking for a partition not
+// assigned is an error, as eddy's fetcher says.
 func (k *Consumer) Position(tps []kclient.TP) (map[kclient.TP]int64, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	out := map[kclient.TP]int64{}
 	for _, tp := range tps {
-		if p := k.assigned[tp]; p != nil {
-			out[tp] = p.next
+		p := k.assigned[tp]
+		if p == nil {
+			return nil, errorf("Position", "%s: not assigned", tp)
 		}
+		out[tp] = p.next
 	}
 	return out, nil
 }
