@@ -98,6 +98,7 @@ func (th *Thread) commit(final bool) error {
 	if !th.dirty && !th.guarantee.pending() && len(offsets) == 0 {
 		// Nothing new; positions past transaction markers are committed
 		// too. The stores are still in step with their changelogs.
+		th.tm.committedAt(nil)
 		if th.markSynced(at, final) {
 			return th.applyStores()
 		}

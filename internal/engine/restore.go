@@ -303,7 +303,7 @@ type restorer struct {
 	// changelog held a moved task's restore of a few hundred records for
 	// over 100 ms); an added target or a restart from the start clears it.
 	assigned, activesOnly bool
-	logTime  time.Time
+	logTime               time.Time
 	// standbys: how many of the targets are standbys'.
 	standbys int
 	// lastStandbyStart, lastStandbyLook: the last attempt to start

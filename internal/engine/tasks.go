@@ -67,6 +67,11 @@ type taskManager struct {
 	// thread (by partition), which it follows as warm-ups if it may.
 	standby map[processor.TaskID]*standbyTask
 	claims  []int32
+	// moved: the tasks made running since the last commit that came to
+	// the thread after its first tasks ran (moved here by a rebalance;
+	// see movedOutput); ran: a task of the session has run.
+	moved []*task
+	ran   bool
 	// following: what the thread follows, as the group member's joins
 	// read it on the client's goroutine (publish).
 	following atomic.Pointer[followState]
@@ -83,6 +88,7 @@ type followState struct {
 // standbys' reading stopped).
 func (m *taskManager) clear() {
 	m.dropTasks()
+	m.ran = false
 	m.standby = map[processor.TaskID]*standbyTask{}
 	m.claims = nil
 	m.parts = map[kclient.TP]*partition{}
@@ -143,6 +149,7 @@ func (m *taskManager) publish() {
 func (m *taskManager) dropTasks() {
 	m.tasks = map[processor.TaskID]*task{}
 	m.order = nil
+	m.moved = nil
 }
 
 // readCommitted takes the group's committed offsets and their metadata (the
@@ -159,6 +166,7 @@ func (m *taskManager) readCommitted(offsets map[kclient.TP]int64, meta map[kclie
 // committedAt records a commit of offsets, with each partition's task's
 // stream time as of it.
 func (m *taskManager) committedAt(offsets map[kclient.TP]int64) {
+	m.moved = m.moved[:0]
 	for tp, off := range offsets {
 		m.committed[tp] = off
 		if p := m.parts[tp]; p != nil && p.task.t.StreamTime() >= 0 {
@@ -281,13 +289,34 @@ func (m *taskManager) run(tasks []*task) []kclient.TP {
 	var tps []kclient.TP
 	for _, tk := range tasks {
 		tk.state = taskRunning
+		if m.ran {
+			m.moved = append(m.moved, tk)
+		}
 		for _, p := range tk.parts {
 			tps = append(tps, p.tp)
 			p.paused = false
 			p.reset()
 		}
 	}
+	m.ran = m.ran || len(tasks) > 0
 	return tps
+}
+
+// movedOutput reports whether a task moved here since the last commit has
+// processed records: its output, which paused while the task moved, is
+// committed at once rather than at the commit interval.
+func (m *taskManager) movedOutput() bool {
+	for _, tk := range m.moved {
+		if m.tasks[tk.id] != tk || tk.state != taskRunning {
+			continue // gone since
+		}
+		for _, p := range tk.parts {
+			if c, ok := m.committed[p.tp]; p.next >= 0 && (!ok || p.next > c) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // from is where a partition's reading starts: its committed offset, or

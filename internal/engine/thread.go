@@ -325,7 +325,8 @@ func (th *Thread) step() error {
 	th.waitForCalls(processed)
 	th.snapshot(false)
 	probe(&th.Health, th.log, &th.lastProbe, th.adm.get, th.cfg.Subscription)
-	if time.Since(th.lastCommit) >= th.cfg.CommitInterval && !th.rebalancing() {
+	due := time.Since(th.lastCommit) >= th.cfg.CommitInterval || (len(th.tm.moved) > 0 && th.tm.movedOutput())
+	if due && !th.rebalancing() {
 		if err := th.commit(false); err != nil {
 			if th.ctx.Err() != nil {
 				return nil // stopping while the commit waited: shutdown decides

@@ -146,12 +146,12 @@ func (m *franzMember) subscribe(topics []string, onRebalance func(Rebalance) err
 	if err != nil {
 		return fmt.Errorf("kclient: creating the group member: %w", err)
 	}
-	if m.notices != nil {
-		m.notices.add(m.noticeID, m)
-	}
 	// The member never fetches: the fetcher reads the records.
 	cl.PauseFetchTopics(topics...)
 	m.cl = cl
+	if m.notices != nil {
+		m.notices.add(m.noticeID, m) // after m.cl is set: probes read it
+	}
 	return nil
 }
 
