@@ -49,6 +49,9 @@ type rbEvent struct {
 	longest           time.Duration
 	flowing, balanced time.Duration
 	restored          int64
+	// steady: the longest pause of any partition in the 3 s before the
+	// event (the system's own jitter, to read longest against).
+	steady time.Duration
 }
 
 type rbRun struct {
@@ -76,13 +79,13 @@ func (b *bench) rebalanceWorkload() {
 				continue
 			}
 			for _, e := range r.events {
-				fmt.Printf("  rebalance %-8s standbys %d  %-14s %d partitions paused > 1 s, longest %.2f s, restored %d records, all flowing after %s, balanced after %s\n",
-					sys, sb, e.name, e.paused, e.longest.Seconds(), e.restored, secs(e.flowing), secs(e.balanced))
+				fmt.Printf("  rebalance %-8s standbys %d  %-14s %d partitions paused > 1 s, longest %.2f s (%.2f s in the 3 s before), restored %d records, all flowing after %s, balanced after %s\n",
+					sys, sb, e.name, e.paused, e.longest.Seconds(), e.steady.Seconds(), e.restored, secs(e.flowing), secs(e.balanced))
 			}
 			fmt.Printf("  rebalance %-8s standbys %d  output: %s\n", sys, sb, r.output)
 		}
 	}
-	fmt.Printf("\n| event | system | standbys | partitions paused > 1 s | longest pause s | records restored | all flowing after s | balanced after s |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("\n| event | system | standbys | partitions paused > 1 s | longest pause s | longest in the 3 s before s | records restored | all flowing after s | balanced after s |\n|---|---|---|---|---|---|---|---|---|\n")
 	if len(runs) == 0 {
 		return
 	}
@@ -93,7 +96,7 @@ func (b *bench) rebalanceWorkload() {
 			}
 			e := r.events[i]
 			name := map[string]string{"eddy": "eddy", "kstreams": "Kafka Streams"}[r.sys]
-			fmt.Printf("| %s | %s | %d | %d | %.2f | %d | %s | %s |\n", e.name, name, r.standbys, e.paused, e.longest.Seconds(), e.restored, secs(e.flowing), secs(e.balanced))
+			fmt.Printf("| %s | %s | %d | %d | %.2f | %.2f | %d | %s | %s |\n", e.name, name, r.standbys, e.paused, e.longest.Seconds(), e.steady.Seconds(), e.restored, secs(e.flowing), secs(e.balanced))
 		}
 	}
 	fmt.Println()
@@ -168,6 +171,7 @@ func (b *bench) rebalanceRun(sys string, standbys int) rbRun {
 			restored[n] = inst.p.restored.Load()
 		}
 		at := time.Now()
+		_, steady, _ := watch.pauses(at.Add(-3*time.Second), at, time.Second)
 		if err := do(); err != nil {
 			run.err = name + ": " + err.Error()
 			return false
@@ -176,7 +180,7 @@ func (b *bench) rebalanceRun(sys string, standbys int) rbRun {
 		balanced := b.waitBalanced(app, in, members, at, 90*time.Second)
 		// Every partition flowing for 3 s after balance (or the wait).
 		end := watch.waitFlowing(3*time.Second, 60*time.Second)
-		e := rbEvent{name: name, balanced: balanced}
+		e := rbEvent{name: name, balanced: balanced, steady: steady}
 		e.paused, e.longest, e.flowing = watch.pauses(at, end, time.Second)
 		for n, inst := range instances {
 			e.restored += inst.p.restored.Load() - restored[n]
