@@ -386,6 +386,7 @@ func TestRackAwareTagsMustBeSet(t *testing.T) {
 // heartbeat after the last rebalance (franz-go heartbeats once half a
 // second after each rebalance; after that, the first instance would hear
 // of the leave only two minutes later), and the first takes its task back.
+// waitFor's minute is half the heartbeat interval.
 func TestMembersHearOfRebalancesFromNotices(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -457,25 +458,14 @@ func TestMembersHearOfRebalancesFromNotices(t *testing.T) {
 			}
 		}
 	}
-	wait := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(time.Minute) // half the heartbeat interval
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s within a minute: the members waited for a heartbeat", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-
 	first, stopFirst := start()
 	defer stopFirst()
-	wait("first instance with both tasks", func() bool { return first.State() == streams.Running && len(tasksOf(first)) == 2 })
+	waitFor(t, "first instance with both tasks", func() bool { return first.State() == streams.Running && len(tasksOf(first)) == 2 })
 	second, stopSecond := start()
-	wait("task on the joining instance", func() bool {
+	waitFor(t, "task on the joining instance", func() bool {
 		return first.State() == streams.Running && second.State() == streams.Running && len(tasksOf(first)) == 1 && len(tasksOf(second)) == 1
 	})
-	wait("heartbeat of every member after the rebalance", settled)
+	waitFor(t, "heartbeat of every member after the rebalance", settled)
 	stopSecond()
-	wait("task back on the first instance", func() bool { return first.State() == streams.Running && len(tasksOf(first)) == 2 })
+	waitFor(t, "task back on the first instance", func() bool { return first.State() == streams.Running && len(tasksOf(first)) == 2 })
 }

@@ -398,7 +398,10 @@ func (r *restorer) step() ([]*task, error) {
 	var t *restoreTarget // the last record's, and its partition
 	var ttp kclient.TP
 	for i := 0; i&255 != 0 || time.Now().Before(deadline); i++ {
-		rec, err := r.reader.Poll(wait)
+		rec, err := r.reader.Poll(0)
+		if err == nil && rec == nil && wait > 0 && !r.activesRead() {
+			rec, err = r.reader.Poll(wait) // more is on its way
+		}
 		if err != nil {
 			if kclient.IsTransient(err) {
 				r.health.down(r.log, "reading changelogs", err)
@@ -475,6 +478,21 @@ func (r *restorer) step() ([]*task, error) {
 		r.clear()
 	}
 	return done, nil
+}
+
+// activesRead reports whether the reader has read every active target's
+// changelog to its end (the step need not wait for more).
+func (r *restorer) activesRead() bool {
+	for tp, t := range r.targets {
+		if t.standby() {
+			continue
+		}
+		pos, err := r.reader.Position([]kclient.TP{tp})
+		if err != nil || pos[tp] < t.end {
+			return false
+		}
+	}
+	return true
 }
 
 // finish makes a target's store durable at its changelog's end, with the
