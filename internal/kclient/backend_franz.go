@@ -2,6 +2,8 @@
 
 package kclient
 
+import "go.uber.org/zap"
+
 // Backend names the Kafka client this build of eddy uses: franz-go (pure
 // Go). Build with -tags eddy_librdkafka for librdkafka instead.
 const Backend = "franz-go"
@@ -81,4 +83,16 @@ func NewAdmin(cfg Config) (Admin, error) {
 		return nil, err
 	}
 	return newFranzAdmin(c)
+}
+
+// NewNotices makes an instance's rebalance-notice channel on topic (which
+// must exist: one partition, short retention), reading it from its end;
+// Run delivers what it reads to the members that use it. cfg is a
+// client's configuration (bootstrap servers, security).
+func NewNotices(cfg Config, topic string, log *zap.Logger) (*Notices, error) {
+	c, err := franzConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newNotices(c, topic, log)
 }

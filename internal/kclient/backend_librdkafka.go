@@ -5,6 +5,8 @@ package kclient
 import (
 	"fmt"
 	"maps"
+
+	"go.uber.org/zap"
 )
 
 // Backend names the Kafka client this build of eddy uses: librdkafka
@@ -110,3 +112,7 @@ func NewProducer(cfg Config) (Producer, error) {
 
 // NewAdmin returns a librdkafka admin client.
 func NewAdmin(cfg Config) (Admin, error) { return newLibrdkafkaAdmin(cfg) }
+
+// NewNotices returns nil: librdkafka's group members neither send nor hear
+// rebalance notices (they hear of rebalances at their heartbeats).
+func NewNotices(Config, string, *zap.Logger) (*Notices, error) { return nil, nil }

@@ -51,18 +51,11 @@ type notice struct {
 	At   int64  `json:"at"`   // when sent, ms (for people reading the topic)
 }
 
-// NewNotices makes an instance's notice channel on topic (which must
+// newNotices makes an instance's notice channel on topic (which must
 // exist: one partition, short retention) and starts reading it from its
-// end; Run delivers what it reads. cfg is a client's configuration
+// end; Run delivers what it reads. c is a client's configuration
 // (bootstrap servers, security).
-func NewNotices(cfg Config, topic string, log *zap.Logger) (*Notices, error) {
-	if Backend != "franz-go" {
-		return nil, nil
-	}
-	c, err := franzConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
+func newNotices(c clientConfig, topic string, log *zap.Logger) (*Notices, error) {
 	prod, err := kgo.NewClient(append(append([]kgo.Opt{}, c.conn...),
 		kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0), kgo.RequiredAcks(kgo.LeaderAck()),
 		kgo.DisableIdempotentWrite(), kgo.RecordDeliveryTimeout(10*time.Second))...)
