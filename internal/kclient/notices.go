@@ -126,6 +126,7 @@ func (n *Notices) add(id string, m *franzMember) {
 	n.mu.Unlock()
 }
 
+// remove forgets the member of id (it closes): it probes no more.
 func (n *Notices) remove(id string) {
 	n.mu.Lock()
 	delete(n.members, id)
