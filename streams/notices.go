@@ -19,6 +19,9 @@ func noticesTopic(appID string) string { return appID + "-eddy-rebalances" }
 // each member hearing of them at its next heartbeat: a warning, not an
 // error.
 func (a *App) startNotices(ctx context.Context, admin kclient.Admin) *kclient.Notices {
+	if kclient.Backend != "franz-go" {
+		return nil // librdkafka's members neither send nor hear notices
+	}
 	topic := noticesTopic(a.cfg.ApplicationID)
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err := admin.CreateTopics(tctx, []kclient.TopicSpec{{Name: topic, Partitions: 1, ReplicationFactor: a.cfg.ReplicationFactor,

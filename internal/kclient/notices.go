@@ -151,37 +151,6 @@ func noticeID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// memberHook is a member client's hook: it tracks whether the member is
-// between a JoinGroup and its SyncGroup's answer (joining: the group is
-// completing a rebalance, and an offset commit then would be refused;
-// and a probe must not ask the member to rejoin, since the request would
-// outlive the join under way and make the next generation rejoin at
-// once), and sends its notices when the instance has a notice channel.
-type memberHook struct {
-	m *franzMember
-}
-
-func (h memberHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
-	if err != nil || key != int16(kmsg.JoinGroup) {
-		return
-	}
-	h.m.joining.Store(true)
-	if n := h.m.notices; n != nil {
-		n.send(h.m.conf.group, h.m.noticeID, "join")
-	}
-}
-
-func (h memberHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
-	switch key {
-	case int16(kmsg.SyncGroup):
-		h.m.joining.Store(false)
-	case int16(kmsg.LeaveGroup):
-		if n := h.m.notices; n != nil && (&e2e).Err() == nil {
-			n.send(h.m.conf.group, h.m.noticeID, "leave")
-		}
-	}
-}
-
 // probe heartbeats at once and rejoins if the group is rebalancing (what
 // the member's next heartbeat would find); it reports whether it asked to
 // rejoin.
