@@ -67,11 +67,10 @@ type taskManager struct {
 	// thread (by partition), which it follows as warm-ups if it may.
 	standby map[processor.TaskID]*standbyTask
 	claims  []int32
-	// moved: the tasks made running since the last commit that came to
-	// the thread after its first tasks ran (moved here by a rebalance;
-	// see movedOutput); ran: a task of the session has run.
+	// moved: the tasks made running (moved here by a rebalance, or the
+	// thread's first) whose output no commit carried yet (see
+	// movedOutput).
 	moved []*task
-	ran   bool
 	// following: what the thread follows, as the group member's joins
 	// read it on the client's goroutine (publish).
 	following atomic.Pointer[followState]
@@ -88,7 +87,6 @@ type followState struct {
 // standbys' reading stopped).
 func (m *taskManager) clear() {
 	m.dropTasks()
-	m.ran = false
 	m.standby = map[processor.TaskID]*standbyTask{}
 	m.claims = nil
 	m.parts = map[kclient.TP]*partition{}
@@ -166,7 +164,18 @@ func (m *taskManager) readCommitted(offsets map[kclient.TP]int64, meta map[kclie
 // committedAt records a commit of offsets, with each partition's task's
 // stream time as of it.
 func (m *taskManager) committedAt(offsets map[kclient.TP]int64) {
-	m.moved = m.moved[:0]
+	// A moved task stays moved until a commit carries its output: one
+	// that came before the task processed anything (its input not
+	// fetched yet) leaves it to commit at once when it has.
+	kept := m.moved[:0]
+	for _, tk := range m.moved {
+		if m.tasks[tk.id] == tk && tk.state == taskRunning &&
+			!slices.ContainsFunc(tk.parts, func(p *partition) bool { _, ok := offsets[p.tp]; return ok }) {
+			kept = append(kept, tk)
+		}
+	}
+	clear(m.moved[len(kept):])
+	m.moved = kept
 	for tp, off := range offsets {
 		m.committed[tp] = off
 		if p := m.parts[tp]; p != nil && p.task.t.StreamTime() >= 0 {
@@ -289,22 +298,20 @@ func (m *taskManager) run(tasks []*task) []kclient.TP {
 	var tps []kclient.TP
 	for _, tk := range tasks {
 		tk.state = taskRunning
-		if m.ran {
-			m.moved = append(m.moved, tk)
-		}
+		m.moved = append(m.moved, tk)
 		for _, p := range tk.parts {
 			tps = append(tps, p.tp)
 			p.paused = false
 			p.reset()
 		}
 	}
-	m.ran = m.ran || len(tasks) > 0
 	return tps
 }
 
-// movedOutput reports whether a task moved here since the last commit has
-// processed records: its output, which paused while the task moved, is
-// committed at once rather than at the commit interval.
+// movedOutput reports whether a task made running (see moved) has
+// processed records no commit carried yet: its output, which paused while
+// the task moved (or was not there before), is committed at once rather
+// than at the commit interval.
 func (m *taskManager) movedOutput() bool {
 	for _, tk := range m.moved {
 		if m.tasks[tk.id] != tk || tk.state != taskRunning {

@@ -342,8 +342,9 @@ func (th *Thread) step() error {
 const commitPostponeMax = 2 * time.Second
 
 // rebalancing reports whether the group is completing a rebalance the
-// thread's member takes part in (from its JoinGroup to its SyncGroup's
-// answer): the coordinator refuses offset commits then, and a refused
+// thread's member takes part in (its SyncGroup under way: every member
+// joined, the leader's assignment awaited): the coordinator refuses
+// offset commits then, and a refused
 // commit aborts the transaction (exactly-once) or rewinds (at-least-once),
 // so the thread's every task would process its last interval again. The
 // commit waits, as Kafka Streams' does during a rebalance, processing

@@ -155,18 +155,22 @@ func TestFencedThreadWaitsBeforeClaimingTheIDAgain(t *testing.T) {
 func TestLostAssignmentDropsUncommittedWork(t *testing.T) {
 	cl := kclienttest.NewCluster()
 	r := newRig(t, cl, countTopology(t, nil), true, "")
-	r.cfg.CommitInterval = time.Hour // only the shutdown commits
-	want := feed(cl, 0, 100, 5)
+	r.cfg.CommitInterval = time.Hour // after the tasks' first output, only the shutdown commits
 	run := r.start()
-	wait(t, "all input processed", func() bool { return run.th.Stats.Produced.Load() >= 200 })
+	want := feed(cl, 0, 5, 5)
+	wait(t, "the tasks' first output committed", func() bool { return caughtUp(cl) })
+	for k, n := range feed(cl, 5, 100, 5) {
+		want[k] += n
+	}
+	wait(t, "all input processed", func() bool { return run.th.Stats.Produced.Load() >= 210 })
 	cl.Revoke(true)
-	wait(t, "the input processed again", func() bool { return run.th.Stats.Produced.Load() >= 400 })
+	wait(t, "the input processed again", func() bool { return run.th.Stats.Produced.Load() >= 410 })
 	if err := run.stop(t); err != nil {
 		t.Fatal(err)
 	}
 	exactSequences(t, outputs(t, cl, true), want)
-	if got := len(outputs(t, cl, false)["k0"]); got != 40 {
-		t.Errorf("k0 has %d updates in the log, want 40: 20 aborted with the lost assignment, 20 committed", got)
+	if got := len(outputs(t, cl, false)["k0"]); got != 41 {
+		t.Errorf("k0 has %d updates in the log, want 41: 20 aborted with the lost assignment, 21 committed", got)
 	}
 	if !caughtUp(cl) {
 		t.Error("the shutdown did not commit the input")
@@ -212,7 +216,9 @@ func TestCommitWaitsForARebalanceToComplete(t *testing.T) {
 
 // A task that comes to a thread in a rebalance commits its first output at
 // once, not at the commit interval (an hour here): its partition's output
-// paused while it moved.
+// paused while it moved. (A thread's first tasks do too: a scaled-out
+// instance's are moved tasks; TestLostAssignmentDropsUncommittedWork
+// waits for theirs.)
 func TestMovedTaskCommitsItsFirstOutputAtOnce(t *testing.T) {
 	cl := kclienttest.NewCluster()
 	r := newRig(t, cl, countTopology(t, nil), true, "")
@@ -233,6 +239,33 @@ func TestMovedTaskCommitsItsFirstOutputAtOnce(t *testing.T) {
 	if n := run.th.Stats.Commits.Load() - commits; n != 1 {
 		t.Errorf("%d commits after the task came back, want 1", n)
 	}
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A commit that comes before a moved task's input (here a revocation's)
+// carries none of its output: the task still commits its first output at
+// once when it has some.
+func TestMovedTaskCommitsAtOnceAfterACommitWithoutItsOutput(t *testing.T) {
+	cl := kclienttest.NewCluster()
+	r := newRig(t, cl, countTopology(t, nil), true, "")
+	r.cfg.CommitInterval = time.Hour
+	feed(cl, 0, 100, 5)
+	run := r.start()
+	wait(t, "all input processed", func() bool { return run.th.Stats.Produced.Load() >= 200 })
+	p0, p1 := kclient.TP{Topic: testIn, Partition: 0}, kclient.TP{Topic: testIn, Partition: 1}
+	cl.RevokePartitions(p1)
+	wait(t, "the revocation", func() bool { return len(run.th.Snapshot().Tasks) == 1 })
+	cl.AssignPartitions(p1)
+	wait(t, "the task back", func() bool { return len(run.th.Snapshot().Tasks) == 2 })
+	cl.RevokePartitions(p0)
+	wait(t, "the other task's revocation", func() bool { return len(run.th.Snapshot().Tasks) == 1 })
+	cl.Produce(testIn, 1, kclienttest.Record{Key: []byte("x"), Value: []byte("1"), Timestamp: 5000})
+	wait(t, "the moved task's first output committed", func() bool {
+		off, _ := cl.Committed(testIn, 1)
+		return off >= cl.End(testIn, 1)
+	})
 	if err := run.stop(t); err != nil {
 		t.Fatal(err)
 	}

@@ -58,11 +58,14 @@ type franzMember struct {
 	state   func() MemberState
 	lastErr error // the last group error returned, not to repeat it
 	// notices: the instance's rebalance notices (nil: none); noticeID
-	// this member's name in them; joining: a JoinGroup went out and its
-	// SyncGroup was not answered yet (set by memberHook).
+	// this member's name in them. Set by memberHook: joining, a JoinGroup
+	// went out and its SyncGroup was not answered yet; syncing, the
+	// SyncGroup went out (the JoinGroup was answered: the group is
+	// completing the rebalance) and was not answered yet.
 	notices  *Notices
 	noticeID string
 	joining  atomic.Bool
+	syncing  atomic.Bool
 
 	mu      sync.Mutex // guards closing
 	closing bool
@@ -156,28 +159,36 @@ func (m *franzMember) subscribe(topics []string, onRebalance func(Rebalance) err
 }
 
 // memberHook is a member client's hook: it tracks whether the member is
-// between a JoinGroup and its SyncGroup's answer (joining: the group is
-// completing a rebalance, and an offset commit then would be refused;
-// and a probe must not ask the member to rejoin, since the request would
-// outlive the join under way and make the next generation rejoin at
-// once), and sends its notices when the instance has a notice channel.
+// between a JoinGroup and its SyncGroup's answer (joining: a probe must
+// not ask the member to rejoin then, since the request would outlive the
+// join under way and make the next generation rejoin at once) and
+// whether its SyncGroup is under way (syncing: every member has joined
+// the new generation and the coordinator waits for the leader's
+// assignment, refusing offset commits meanwhile), and sends its notices
+// when the instance has a notice channel.
 type memberHook struct {
 	m *franzMember
 }
 
 func (h memberHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
-	if err != nil || key != int16(kmsg.JoinGroup) {
+	if err != nil {
 		return
 	}
-	h.m.joining.Store(true)
-	if n := h.m.notices; n != nil {
-		n.send(h.m.conf.group, h.m.noticeID, "join")
+	switch key {
+	case int16(kmsg.JoinGroup):
+		h.m.joining.Store(true)
+		if n := h.m.notices; n != nil {
+			n.send(h.m.conf.group, h.m.noticeID, "join")
+		}
+	case int16(kmsg.SyncGroup):
+		h.m.syncing.Store(true)
 	}
 }
 
 func (h memberHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
 	switch key {
 	case int16(kmsg.SyncGroup):
+		h.m.syncing.Store(false)
 		h.m.joining.Store(false)
 	case int16(kmsg.LeaveGroup):
 		if n := h.m.notices; n != nil && (&e2e).Err() == nil {
@@ -190,9 +201,12 @@ func (m *franzMember) reportState(state func() MemberState) { m.state = state }
 
 func (m *franzMember) useNotices(n *Notices) { m.notices = n }
 
-// rebalancing reports whether the member is between a JoinGroup and its
-// SyncGroup's answer.
-func (m *franzMember) rebalancing() bool { return m.joining.Load() }
+// rebalancing reports whether the member's SyncGroup is under way: the
+// group is completing a rebalance, and the coordinator refuses offset
+// commits until the leader's assignment arrives. Before that, while the
+// members join (the coordinator's PreparingRebalance), commits for the
+// generation they have are accepted.
+func (m *franzMember) rebalancing() bool { return m.syncing.Load() }
 
 // rejoin asks the group for a rebalance (kgo's ForceRebalance: the member
 // joins again with its new state; a no-op before it subscribed).
@@ -428,9 +442,10 @@ const rebalanceCommitWait = 2 * time.Second
 // commitThroughRebalance sends offsets for the member's generation
 // (send), and when the coordinator refuses them because the group
 // completed a rebalance meanwhile (ILLEGAL_GENERATION: it is past the
-// generation sent; REBALANCE_IN_PROGRESS: it waits for the members'
-// SyncGroup), waits until the member has synced and sends them again for
-// its new generation, within rebalanceCommitWait. A member the group
+// generation sent; REBALANCE_IN_PROGRESS: it waits for the leader's
+// SyncGroup), waits until the member has the new generation and its
+// SyncGroup was answered, and sends them again for that generation,
+// within rebalanceCommitWait. A member the group
 // moved on from without it is refused for good (UNKNOWN_MEMBER_ID, or a
 // generation that never moves): that error is returned. Safe because a
 // rebalance takes partitions from a member only through its revocation
@@ -448,7 +463,7 @@ func (m *franzMember) commitThroughRebalance(ctx context.Context, memberID strin
 			return err
 		case <-time.After(wait):
 		}
-		if m.joining.Load() {
+		if m.syncing.Load() {
 			continue
 		}
 		id, g := m.cl.GroupMetadata()

@@ -86,9 +86,9 @@ func (g *groupConsumer) UseNotices(n *Notices) {
 	}
 }
 
-// Rebalancing implements RebalanceWatcher: the member is between a
-// JoinGroup and its SyncGroup's answer, when the group coordinator refuses
-// offset commits (false for a member that cannot tell: librdkafka's).
+// Rebalancing implements RebalanceWatcher: the member's SyncGroup is under
+// way, when the group coordinator refuses offset commits (false for a
+// member that cannot tell: librdkafka's).
 func (g *groupConsumer) Rebalancing() bool {
 	r, ok := g.m.(interface{ rebalancing() bool })
 	return ok && r.rebalancing()

@@ -144,9 +144,10 @@ type NoticeUser interface {
 }
 
 // RebalanceWatcher is a Consumer whose group member tells when its group is
-// completing a rebalance: from the member's JoinGroup until its
-// SyncGroup's answer, when the coordinator refuses offset commits
-// (REBALANCE_IN_PROGRESS, or ILLEGAL_GENERATION for the generation before).
+// completing a rebalance: while the member's SyncGroup is under way, when
+// the coordinator refuses offset commits (REBALANCE_IN_PROGRESS, or
+// ILLEGAL_GENERATION for the generation before). While members join, the
+// coordinator still accepts the generation they have.
 type RebalanceWatcher interface {
 	Rebalancing() bool
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 )
@@ -102,10 +103,59 @@ func TestProbeRejoinsOnlyARebalanceUnderWay(t *testing.T) {
 		}
 		return false
 	})
+	// The group waits for a to rejoin (the coordinator's
+	// PreparingRebalance): a's commits for its generation still go
+	// through, so its thread need not hold them back.
+	if am.rebalancing() {
+		t.Error("a reports a rebalance to hold commits for while the group only waits for it to join")
+	}
+	aID, aGen := am.cl.GroupMetadata()
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Group, commit.MemberID, commit.Generation = "probe", aID, aGen
+	ct := kmsg.NewOffsetCommitRequestTopic()
+	ct.Topic = "in"
+	cp := kmsg.NewOffsetCommitRequestTopicPartition()
+	ct.Partitions = append(ct.Partitions, cp)
+	commit.Topics = append(commit.Topics, ct)
+	resp, err := commit.RequestWith(context.Background(), am.cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
+		t.Errorf("a commit while the group waits for a's join: %v", err)
+	}
 	if !am.probe() {
 		t.Fatal("a probe while b joined did not ask to rejoin")
 	}
 	wait("a and b with a partition each", func() bool { return len(a.owns()) == 1 && len(b.owns()) == 1 })
+}
+
+// A member reports a rebalance to hold commits for only while its
+// SyncGroup is under way (the coordinator refuses commits then), not from
+// its JoinGroup on; a failed SyncGroup ends it too.
+func TestMemberRebalancingOnlyWhileItsSyncGroupIsUnderWay(t *testing.T) {
+	m := &franzMember{}
+	h := memberHook{m}
+	write := func(key kmsg.Key) { h.OnBrokerWrite(kgo.BrokerMetadata{}, int16(key), 0, 0, 0, nil) }
+	answer := func(key kmsg.Key, err error) {
+		h.OnBrokerE2E(kgo.BrokerMetadata{}, int16(key), kgo.BrokerE2E{ReadErr: err})
+	}
+	for i, step := range []struct {
+		do                   func()
+		joining, rebalancing bool
+	}{
+		{func() { write(kmsg.JoinGroup) }, true, false},
+		{func() { answer(kmsg.JoinGroup, nil) }, true, false},
+		{func() { write(kmsg.SyncGroup) }, true, true},
+		{func() { answer(kmsg.SyncGroup, nil) }, false, false},
+		{func() { write(kmsg.JoinGroup); write(kmsg.SyncGroup) }, true, true},
+		{func() { answer(kmsg.SyncGroup, errors.New("connection reset")) }, false, false},
+	} {
+		step.do()
+		if m.joining.Load() != step.joining || m.rebalancing() != step.rebalancing {
+			t.Errorf("step %d: joining %v, rebalancing %v; want %v, %v", i, m.joining.Load(), m.rebalancing(), step.joining, step.rebalancing)
+		}
+	}
 }
 
 // An offset commit the coordinator refuses because the group completed a

@@ -52,6 +52,10 @@ type rbEvent struct {
 	// steady: the longest pause of any partition in the 3 s before the
 	// event (the system's own jitter, to read longest against).
 	steady time.Duration
+	// where: the longest pause's partition and when it ended, after the
+	// event (to find it in the instances' logs).
+	where pauseAt
+	at    time.Time
 }
 
 type rbRun struct {
@@ -79,8 +83,8 @@ func (b *bench) rebalanceWorkload() {
 				continue
 			}
 			for _, e := range r.events {
-				fmt.Printf("  rebalance %-8s standbys %d  %-14s %d partitions paused > 1 s, longest %.2f s (%.2f s in the 3 s before), restored %d records, all flowing after %s, balanced after %s\n",
-					sys, sb, e.name, e.paused, e.longest.Seconds(), e.steady.Seconds(), e.restored, secs(e.flowing), secs(e.balanced))
+				fmt.Printf("  rebalance %-8s standbys %d  %-14s %d partitions paused > 1 s, longest %.2f s (partition %d, ended %.2f s after the event at %s; %.2f s in the 3 s before), restored %d records, all flowing after %s, balanced after %s\n",
+					sys, sb, e.name, e.paused, e.longest.Seconds(), e.where.partition, e.where.ended.Seconds(), e.at.UTC().Format("15:04:05.000"), e.steady.Seconds(), e.restored, secs(e.flowing), secs(e.balanced))
 			}
 			fmt.Printf("  rebalance %-8s standbys %d  output: %s\n", sys, sb, r.output)
 		}
@@ -171,7 +175,7 @@ func (b *bench) rebalanceRun(sys string, standbys int) rbRun {
 			restored[n] = inst.p.restored.Load()
 		}
 		at := time.Now()
-		_, steady, _ := watch.pauses(at.Add(-3*time.Second), at, time.Second)
+		_, steady, _, _ := watch.pauses(at.Add(-3*time.Second), at, time.Second)
 		if err := do(); err != nil {
 			run.err = name + ": " + err.Error()
 			return false
@@ -180,8 +184,8 @@ func (b *bench) rebalanceRun(sys string, standbys int) rbRun {
 		balanced := b.waitBalanced(app, in, members, at, 90*time.Second)
 		// Every partition flowing for 3 s after balance (or the wait).
 		end := watch.waitFlowing(3*time.Second, 60*time.Second)
-		e := rbEvent{name: name, balanced: balanced, steady: steady}
-		e.paused, e.longest, e.flowing = watch.pauses(at, end, time.Second)
+		e := rbEvent{name: name, balanced: balanced, steady: steady, at: at}
+		e.paused, e.longest, e.flowing, e.where = watch.pauses(at, end, time.Second)
 		for n, inst := range instances {
 			e.restored += inst.p.restored.Load() - restored[n]
 		}
@@ -380,14 +384,21 @@ func (w *outputWatch) waitFlowing(steady, timeout time.Duration) time.Time {
 	return time.Now()
 }
 
+// pauseAt places a pause: its partition, and when it ended after the
+// window's start.
+type pauseAt struct {
+	partition int32
+	ended     time.Duration
+}
+
 // pauses returns, over [from, to], how many partitions' output paused
 // longer than over, the longest pause (a pause running at from counts from
-// the partition's last output before it), and when, after from, the last
-// pause longer than over ended (0: none).
-func (w *outputWatch) pauses(from, to time.Time, over time.Duration) (paused int, longest, flowing time.Duration) {
+// the partition's last output before it) and where it was, and when,
+// after from, the last pause longer than over ended (0: none).
+func (w *outputWatch) pauses(from, to time.Time, over time.Duration) (paused int, longest, flowing time.Duration, where pauseAt) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, ts := range w.arrivals {
+	for part, ts := range w.arrivals {
 		prev := from
 		if i, _ := slices.BinarySearchFunc(ts, from, func(a, b time.Time) int { return a.Compare(b) }); i > 0 {
 			prev = ts[i-1]
@@ -398,17 +409,22 @@ func (w *outputWatch) pauses(from, to time.Time, over time.Duration) (paused int
 				continue
 			}
 			gap := t.Sub(prev)
+			if gap > longest {
+				longest, where = gap, pauseAt{part, t.Sub(from)}
+			}
 			worst = max(worst, gap)
 			if gap > over {
 				flowing = max(flowing, t.Sub(from))
 			}
 			prev = t
 		}
+		if open := to.Sub(prev); open > longest {
+			longest, where = open, pauseAt{part, to.Sub(from)}
+		}
 		worst = max(worst, to.Sub(prev))
 		if worst > over {
 			paused++
 		}
-		longest = max(longest, worst)
 	}
-	return paused, longest, flowing
+	return paused, longest, flowing, where
 }
