@@ -163,10 +163,20 @@ func firstSubtopologyPartition(t *testing.T, id any) (int32, bool) {
 // (placed by committed progress): p0 takes over p1's tasks and restores
 // less than 1% of their changelogs, since its standbys had read them. The
 // output stays exact.
+//
+// And they resume without waiting for the dead instance's open
+// transaction to time out: without a record cache every count goes to
+// the changelog at once, so p1 dies with a transaction open on its tasks'
+// changelogs, which the brokers would abort only after its timeout (a
+// minute here) and their next scan for timed-out transactions. p0 finds
+// it, sees p1's process gone from the group, and ends it (a new epoch for
+// its transactional id): the tasks restore within the session timeout and
+// a few seconds, far inside that minute.
 func TestStandbyTakesOverAfterSIGKILL(t *testing.T) {
 	brokers := realBroker(t)
 	a := newWordApp(t, brokers, 6)
-	args := []string{"-guarantee", "exactly_once", "-cache=false", "-standbys", "1"}
+	const txnTimeout = time.Minute
+	args := []string{"-guarantee", "exactly_once", "-cache=false", "-standbys", "1", "-transaction-timeout", txnTimeout.String()}
 	a.produce(30_000)
 	w1 := a.start("p1", args...)
 	w1.waitRunning(t, 2*time.Minute)
@@ -181,8 +191,10 @@ func TestStandbyTakesOverAfterSIGKILL(t *testing.T) {
 	var theirs []int32 // p1's input partitions when it dies
 	var before int     // p0's log lines then
 	var changelog map[int32]int64
+	var killed time.Time
 	a.strike("SIGKILL of p1", 0.15, 0.45, func() {
 		w1.kill(t)
+		killed = time.Now()
 		theirs = w1.inputPartitions(t)
 		before = len(w0.all())
 		changelog = kafkatest.EndOffsets(t, brokers, a.app+"-counts-changelog")
@@ -198,14 +210,29 @@ func TestStandbyTakesOverAfterSIGKILL(t *testing.T) {
 		state += changelog[p]
 	}
 	var restored int64
+	var lastRestore time.Time // when p0 restored the last of p1's stores
+	fenced := 0
 	for _, e := range w0.all()[before:] {
-		if e["msg"] == "store restored" {
+		switch e["msg"] {
+		case "store restored":
 			if n, ok := e["records"].(float64); ok {
 				restored += int64(n)
 			}
+			if ts, ok := e["ts"].(float64); ok {
+				lastRestore = time.UnixMilli(int64(ts * 1000))
+			}
+		case "ended the open transaction of an instance gone from the group, which held the changelogs of tasks taken over":
+			fenced++
 		}
 	}
-	t.Logf("p0 took over p1's partitions %v: restored %d changelog records of their %d", theirs, restored, state)
+	t.Logf("p0 took over p1's partitions %v: restored %d changelog records of their %d, the last store %v after the kill; %d open transactions of p1 ended",
+		theirs, restored, state, lastRestore.Sub(killed).Round(time.Millisecond), fenced)
+	if lastRestore.IsZero() {
+		t.Fatal("p0 restored none of p1's stores")
+	}
+	if d := lastRestore.Sub(killed); d >= txnTimeout*2/3 {
+		t.Fatalf("p0 restored p1's stores %v after the kill: it waited for p1's open transaction to time out (%v)", d, txnTimeout)
+	}
 	if restored*100 >= state {
 		t.Fatalf("p0 restored %d of the %d changelog records of p1's tasks: its standbys should have had them (want under 1%%)", restored, state)
 	}

@@ -308,6 +308,7 @@ func (th *Thread) startTasks(now bool) error {
 			return fmt.Errorf("reading committed offsets: %w", err)
 		case kclient.IsTransient(err) || errors.Is(err, context.DeadlineExceeded):
 			th.waitingFor(pending, "reading the committed offsets (a transaction of the partitions' previous owner may be pending)", err)
+			th.departed.look(th.ctx, th.adm, pending)
 		default:
 			return fmt.Errorf("reading committed offsets: %w", err)
 		}
@@ -331,6 +332,7 @@ func (th *Thread) startTasks(now bool) error {
 			}
 		}
 		th.waitingFor(waiting, "transactions on their changelogs to complete", nil)
+		th.departed.look(th.ctx, th.adm, waiting)
 	}
 	return th.resumeTasks(ready)
 }

@@ -82,6 +82,9 @@ type Thread struct {
 	// lastStart: the last attempt to start tasks not running yet;
 	// lastWaitLog: when it last said what they wait for.
 	lastStart, lastWaitLog time.Time
+	// departed ends the transactions departed instances left open on the
+	// changelogs of tasks the thread takes over.
+	departed *departed
 
 	Stats ThreadStats
 	// Health says whether the brokers answer this thread (health.go).
@@ -98,6 +101,7 @@ type Thread struct {
 func NewThread(idx int, cfg *Config) *Thread {
 	th := &Thread{idx: idx, cfg: cfg, log: cfg.Log.With(zap.Int("thread", idx)), async: newAsyncWaits(cfg)}
 	th.adm = &lazyAdmin{newAdmin: func() (kclient.Admin, error) { return cfg.NewAdmin() }, log: th.log}
+	th.departed = &departed{cfg: cfg, log: th.log}
 	return th
 }
 
@@ -243,6 +247,7 @@ func (th *Thread) session(ctx context.Context) (err error) {
 			th.closeTasksDirty()
 		}
 		th.restore.clear() // a restore cut short keeps what it stored
+		th.departed.stop()
 		th.closing = true
 		if cerr := th.consumer.Close(); cerr != nil && err == nil && clean {
 			th.log.Warn("closing consumer", zap.Error(cerr))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -192,3 +194,96 @@ func (a *franzAdmin) TopicConfigs(ctx context.Context, topics []string) (map[str
 }
 
 func (a *franzAdmin) Close() { a.cl.Close() }
+
+// OpenTransactions implements TxnFencer: the producers with a transaction
+// open on tps (DescribeProducers, KIP-664), and of those the ones whose
+// transaction is still ongoing (ListTransactions; one the coordinator is
+// committing or aborting is ending by itself).
+func (a *franzAdmin) OpenTransactions(ctx context.Context, tps []TP) ([]string, error) {
+	set := kadm.TopicsSet{}
+	for _, tp := range tps {
+		set.Add(tp.Topic, tp.Partition)
+	}
+	described, err := a.adm.DescribeProducers(ctx, set)
+	if err != nil {
+		return nil, franzErr("describing the producers of changelog partitions", err)
+	}
+	var pids []int64
+	described.EachProducer(func(p kadm.DescribedProducer) {
+		if p.CurrentTxnStartOffset >= 0 {
+			pids = append(pids, p.ProducerID)
+		}
+	})
+	if len(pids) == 0 {
+		return nil, nil
+	}
+	listed, err := a.adm.ListTransactions(ctx, pids, []string{"Ongoing"})
+	if err != nil {
+		return nil, franzErr("listing the transactions of changelog producers", err)
+	}
+	var ids []string
+	listed.Each(func(t kadm.ListedTransaction) {
+		if t.State == "Ongoing" && slices.Contains(pids, t.ProducerID) {
+			ids = append(ids, t.TxnID)
+		}
+	})
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// GroupProcesses implements TxnFencer: the processes in the user data of
+// the group's members' joins (MemberState.Process), as DescribeGroups
+// gives them for a stable group.
+func (a *franzAdmin) GroupProcesses(ctx context.Context, group string) (map[string]bool, bool, error) {
+	described, err := a.adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return nil, false, franzErr("describing group "+group, err)
+	}
+	g, ok := described[group]
+	if !ok {
+		return nil, false, nil
+	}
+	if g.Err != nil {
+		return nil, false, franzErr("describing group "+group, g.Err)
+	}
+	if g.State != "Stable" {
+		return nil, false, nil // members' joins are described in a stable group only
+	}
+	procs := map[string]bool{}
+	for _, m := range g.Members {
+		c, ok := m.Join.AsConsumer()
+		if !ok {
+			return nil, false, nil
+		}
+		s, err := decodeMemberState(c.UserData)
+		if err != nil {
+			return nil, false, nil // a member eddy cannot read: its process is unknown
+		}
+		procs[s.Process] = true
+	}
+	return procs, true, nil
+}
+
+// Fence implements TxnFencer: an InitProducerId for the transactional id
+// bumps its producer epoch, and the coordinator aborts the transaction
+// open under the old one first (answering CONCURRENT_TRANSACTIONS until it
+// has: asked again every 20 ms).
+func (a *franzAdmin) Fence(ctx context.Context, transactionalID string) error {
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionalID = &transactionalID
+	req.TransactionTimeoutMillis = 60_000
+	for {
+		resp, err := req.RequestWith(ctx, a.cl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if !errors.Is(err, kerr.ConcurrentTransactions) {
+			return franzErr("fencing transactional id "+transactionalID, err)
+		}
+		select {
+		case <-ctx.Done():
+			return franzErr("fencing transactional id "+transactionalID, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -211,6 +211,24 @@ type Admin interface {
 	Close()
 }
 
+// TxnFencer is an Admin that can end the open transaction of an instance
+// gone from a group (franz-go's; librdkafka's admin client cannot): the
+// brokers abort an open transaction only when it times out, and a dead
+// instance's holds the changelogs of its tasks until then.
+type TxnFencer interface {
+	// OpenTransactions returns the transactional ids of the producers
+	// with a transaction open (ongoing) on any of tps.
+	OpenTransactions(ctx context.Context, tps []TP) ([]string, error)
+	// GroupProcesses returns the processes (MemberState.Process) of the
+	// group's members; ok is false when they cannot be told (the group is
+	// rebalancing, or a member is not eddy's).
+	GroupProcesses(ctx context.Context, group string) (procs map[string]bool, ok bool, err error)
+	// Fence claims transactionalID with a new producer epoch: the
+	// coordinator aborts its open transaction, and the producer that
+	// opened it can commit nothing more.
+	Fence(ctx context.Context, transactionalID string) error
+}
+
 // TxnError classifies a transaction failure.
 type TxnError struct {
 	Op string
