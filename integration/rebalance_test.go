@@ -14,11 +14,12 @@ import (
 
 // A SIGKILLed instance stops only its own tasks. Two instances share six
 // partitions under exactly-once while input flows; one is SIGKILLed (placed
-// by committed progress). The survivor revokes nothing, and each of its own
-// input partitions commits again before any of the dead instance's
-// partitions does: those wait for the dead instance's open transaction to
-// be aborted (its timeout after the kill), and that wait holds back none of
-// the survivor's own tasks. The output stays exact.
+// by committed progress, once it has taken its share). The survivor
+// revokes nothing, and each of its own input partitions commits again
+// before any of the dead instance's partitions does: those wait for the
+// session timeout and for the dead instance's open transaction to end
+// (ended by the survivor, or by its timeout), and that wait holds back
+// none of the survivor's own tasks. The output stays exact.
 func TestSurvivorKeepsProcessingWhenAnInstanceDies(t *testing.T) {
 	brokers := realBroker(t)
 	a := newWordApp(t, brokers, 6)
@@ -26,8 +27,17 @@ func TestSurvivorKeepsProcessingWhenAnInstanceDies(t *testing.T) {
 	w0 := a.start("p0", args...)
 	w0.waitRunning(t, time.Minute)
 	w1 := a.start("p1", args...)
-	a.feed(150_000, 5_000)
 	w1.waitRunning(t, 2*time.Minute)
+	// p1's share moves to it once its warm-ups caught up: the kill comes
+	// after that.
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(w1.inputPartitions(t)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("p1 took no input partition within 2m; log:\n%s", tail(w1.log))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	a.feed(150_000, 5_000)
 
 	var own []int32        // the survivor's input partitions when p1 dies
 	var at map[int32]int64 // every input partition's committed offset then
@@ -54,7 +64,7 @@ func TestSurvivorKeepsProcessingWhenAnInstanceDies(t *testing.T) {
 		lastMove[p] = killed
 	}
 	prev := maps.Clone(at)
-	deadline := killed.Add(3 * time.Minute)
+	deadline = killed.Add(3 * time.Minute)
 	for len(deadMoved) < len(dead) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the dead instance's partitions %v did not all commit within 3m of the kill (committed again: %v)", dead, deadMoved)
