@@ -49,8 +49,9 @@ type departed struct {
 	// running: a look is under way; last: when the last began.
 	running bool
 	last    time.Time
-	// refused: a look was refused by the ACLs or the client (said once).
-	refused bool
+	// refused: a look was refused by the ACLs or the client (said once);
+	// failed: a look failed otherwise (said at Info once, then at Debug).
+	refused, failed bool
 	// cancel ends the look under way (stop).
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -99,8 +100,11 @@ func (d *departed) look(ctx context.Context, adm *lazyAdmin, tasks []*task) {
 		case kclient.IsSecurity(err) && !d.refused:
 			d.refused = true
 			d.log.Warn("cannot end the open transactions of instances gone from the group (their tasks wait for the transactions to time out instead): grant DESCRIBE on the changelog topics and WRITE on the application's transactional ids", zap.Error(err))
+		case !d.failed:
+			d.failed = true
+			d.log.Info("looking for the open transactions of instances gone from the group (their tasks wait for the transactions to time out if it keeps failing)", zap.Error(err))
 		default:
-			d.log.Info("looking for the open transactions of instances gone from the group", zap.Error(err))
+			d.log.Debug("looking for the open transactions of instances gone from the group", zap.Error(err))
 		}
 	}()
 }
