@@ -216,58 +216,41 @@ func TestCommitWaitsForARebalanceToComplete(t *testing.T) {
 
 // A task that comes to a thread in a rebalance commits its first output at
 // once, not at the commit interval (an hour here): its partition's output
-// paused while it moved. (A thread's first tasks do too: a scaled-out
-// instance's are moved tasks; TestLostAssignmentDropsUncommittedWork
-// waits for theirs.)
+// paused while it moved. So it does when a commit came first that carried
+// none of its output (here a revocation's, before its input arrived). (A
+// thread's first tasks do too: a scaled-out instance's are moved tasks;
+// TestLostAssignmentDropsUncommittedWork waits for theirs.)
 func TestMovedTaskCommitsItsFirstOutputAtOnce(t *testing.T) {
-	cl := kclienttest.NewCluster()
-	r := newRig(t, cl, countTopology(t, nil), true, "")
-	r.cfg.CommitInterval = time.Hour
-	feed(cl, 0, 100, 5)
-	run := r.start()
-	wait(t, "all input processed", func() bool { return run.th.Stats.Produced.Load() >= 200 })
-	p1 := kclient.TP{Topic: testIn, Partition: 1}
-	cl.RevokePartitions(p1)
-	wait(t, "the revocation", func() bool { return len(run.th.Snapshot().Tasks) == 1 })
-	commits := run.th.Stats.Commits.Load()
-	cl.AssignPartitions(p1)
-	cl.Produce(testIn, 1, kclienttest.Record{Key: []byte("x"), Value: []byte("1"), Timestamp: 5000})
-	wait(t, "the moved task's first output committed", func() bool {
-		off, _ := cl.Committed(testIn, 1)
-		return off >= cl.End(testIn, 1)
-	})
-	if n := run.th.Stats.Commits.Load() - commits; n != 1 {
-		t.Errorf("%d commits after the task came back, want 1", n)
-	}
-	if err := run.stop(t); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// A commit that comes before a moved task's input (here a revocation's)
-// carries none of its output: the task still commits its first output at
-// once when it has some.
-func TestMovedTaskCommitsAtOnceAfterACommitWithoutItsOutput(t *testing.T) {
-	cl := kclienttest.NewCluster()
-	r := newRig(t, cl, countTopology(t, nil), true, "")
-	r.cfg.CommitInterval = time.Hour
-	feed(cl, 0, 100, 5)
-	run := r.start()
-	wait(t, "all input processed", func() bool { return run.th.Stats.Produced.Load() >= 200 })
-	p0, p1 := kclient.TP{Topic: testIn, Partition: 0}, kclient.TP{Topic: testIn, Partition: 1}
-	cl.RevokePartitions(p1)
-	wait(t, "the revocation", func() bool { return len(run.th.Snapshot().Tasks) == 1 })
-	cl.AssignPartitions(p1)
-	wait(t, "the task back", func() bool { return len(run.th.Snapshot().Tasks) == 2 })
-	cl.RevokePartitions(p0)
-	wait(t, "the other task's revocation", func() bool { return len(run.th.Snapshot().Tasks) == 1 })
-	cl.Produce(testIn, 1, kclienttest.Record{Key: []byte("x"), Value: []byte("1"), Timestamp: 5000})
-	wait(t, "the moved task's first output committed", func() bool {
-		off, _ := cl.Committed(testIn, 1)
-		return off >= cl.End(testIn, 1)
-	})
-	if err := run.stop(t); err != nil {
-		t.Fatal(err)
+	for _, commitFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("a_commit_first=%v", commitFirst), func(t *testing.T) {
+			cl := kclienttest.NewCluster()
+			r := newRig(t, cl, countTopology(t, nil), true, "")
+			r.cfg.CommitInterval = time.Hour
+			feed(cl, 0, 100, 5)
+			run := r.start()
+			wait(t, "all input processed", func() bool { return run.th.Stats.Produced.Load() >= 200 })
+			p0, p1 := kclient.TP{Topic: testIn, Partition: 0}, kclient.TP{Topic: testIn, Partition: 1}
+			cl.RevokePartitions(p1)
+			wait(t, "the revocation", func() bool { return len(run.th.Snapshot().Tasks) == 1 })
+			commits := run.th.Stats.Commits.Load()
+			cl.AssignPartitions(p1)
+			if commitFirst {
+				wait(t, "the task back", func() bool { return len(run.th.Snapshot().Tasks) == 2 })
+				cl.RevokePartitions(p0)
+				wait(t, "the other task's revocation", func() bool { return len(run.th.Snapshot().Tasks) == 1 })
+			}
+			cl.Produce(testIn, 1, kclienttest.Record{Key: []byte("x"), Value: []byte("1"), Timestamp: 5000})
+			wait(t, "the moved task's first output committed", func() bool {
+				off, _ := cl.Committed(testIn, 1)
+				return off >= cl.End(testIn, 1)
+			})
+			if n := run.th.Stats.Commits.Load() - commits; !commitFirst && n != 1 {
+				t.Errorf("%d commits after the task came back, want 1", n)
+			}
+			if err := run.stop(t); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 
