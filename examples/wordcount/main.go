@@ -210,15 +210,11 @@ func produceLines(ctx context.Context, cl *kgo.Client, topic string, lines []str
 }
 
 // waitProcessed waits until the application's group has committed every
-// input record and every record of its repartition topics.
+// input record and every record of its repartition topic.
 func waitProcessed(ctx context.Context, adm *kadm.Client, group, input string) error {
 	for {
-		lags, err := adm.Lag(ctx, group)
-		if err == nil {
-			l, ok := lags[group]
-			if ok && l.Error() == nil && len(l.Lag) > 0 && l.Lag.Total() == 0 && covers(l, input) {
-				return nil
-			}
+		if done, err := processed(ctx, adm, group, input); err == nil && done {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -228,21 +224,44 @@ func waitProcessed(ctx context.Context, adm *kadm.Client, group, input string) e
 	}
 }
 
-// covers reports whether the group has committed offsets on every
-// partition of the input and of its repartition topic.
-func covers(l kadm.DescribedGroupLag, input string) bool {
-	ok := false
-	for topic, parts := range l.Lag {
-		for _, p := range parts {
-			if p.Commit.At < 0 && p.End.Offset > 0 {
-				return false
-			}
-		}
-		if topic == input {
-			ok = true
+// processed reports whether the group has committed every record of the
+// input and of the application's repartition topic (the topology's
+// GroupBy makes one, <application id>-…-repartition, which the group
+// consumes). Both are needed: a task of the first sub-topology commits its
+// input as soon as it has written the words to the repartition topic,
+// before the counting tasks have read them.
+func processed(ctx context.Context, adm *kadm.Client, group, input string) (bool, error) {
+	lags, err := adm.Lag(ctx, group)
+	if err != nil {
+		return false, err
+	}
+	l, ok := lags[group]
+	if !ok || l.Error() != nil {
+		return false, l.Error()
+	}
+	topics := []string{input}
+	for topic := range l.Lag {
+		if strings.HasPrefix(topic, group+"-") && strings.HasSuffix(topic, "-repartition") {
+			topics = append(topics, topic)
 		}
 	}
-	return ok
+	if len(topics) < 2 {
+		return false, nil // the group does not consume its repartition topic yet
+	}
+	// Every partition that holds records, committed to its end (a group
+	// rebalancing may leave a partition out of its lag).
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil || ends.Error() != nil {
+		return false, errors.Join(err, ends.Error())
+	}
+	done := true
+	ends.Each(func(end kadm.ListedOffset) {
+		c, ok := l.Lag.Lookup(end.Topic, end.Partition)
+		if end.Offset > 0 && (!ok || c.Commit.At < end.Offset) {
+			done = false
+		}
+	})
+	return done, nil
 }
 
 // readCounts reads the output topic to its end (read_committed): the last
