@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.uber.org/zap"
@@ -67,4 +68,24 @@ func TestDepartedFencesOnlyTransactionsOfProcessesGoneFromTheGroup(t *testing.T)
 	if !slices.Equal(f.askedOn, tps) {
 		t.Fatalf("looked for open transactions on %v, want the changelogs %v", f.askedOn, tps)
 	}
+}
+
+// A transactional id from the brokers (any process's) parses as one of
+// the application's only when it is the application id, a process and a
+// thread index joined by dashes, and never panics.
+func FuzzDepartedProcess(f *testing.F) {
+	for _, s := range []string{"orders-p0-0", "orders--0", "orders-p-", "orders-", "orders-a-b-12", "other-p-0", "-", ""} {
+		f.Add(s)
+	}
+	d := &departed{cfg: &Config{AppID: "orders"}}
+	f.Fuzz(func(t *testing.T, id string) {
+		p, ok := d.process(id)
+		if !ok {
+			return
+		}
+		idx, found := strings.CutPrefix(id, "orders-"+p+"-")
+		if !found || p == "" || idx == "" || strings.Trim(idx, "0123456789") != "" {
+			t.Fatalf("%q parsed as process %q", id, p)
+		}
+	})
 }
