@@ -396,15 +396,29 @@ func (p *producer) txnErr(op string, err error) error {
 // write). librdkafka refuses records so only while the transaction is in
 // its abortable error state, where CommitTransaction commits nothing and
 // answers with that error.
+//
+// Another transactional call may be under way (the thread sends a
+// commit's offsets on a goroutine while its caches flush records), and
+// librdkafka then refuses this one as conflicting: it is asked again,
+// for up to 10 s, until the other has returned.
 func (p *producer) failedTxn(err error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	cause := p.p.CommitTransaction(ctx)
-	var kerr kafka.Error
-	if errors.As(cause, &kerr) && kerr.Code() == kafka.ErrTopicAuthorizationFailed {
-		return p.txnErr("Produce", cause)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		cause := p.p.CommitTransaction(ctx)
+		cancel()
+		var kerr kafka.Error
+		switch {
+		case errors.As(cause, &kerr) && kerr.Code() == kafka.ErrTopicAuthorizationFailed:
+			return p.txnErr("Produce", cause)
+		case errors.As(cause, &kerr) && (kerr.Code() == kafka.ErrConflict || kerr.Code() == kafka.ErrTimedOut) && time.Now().Before(deadline):
+			time.Sleep(10 * time.Millisecond)
+			continue
+		case cause != nil:
+			return fmt.Errorf("%w (the transaction: %v)", err, cause)
+		}
+		return err
 	}
-	return err
 }
 
 func txnErr(op string, err error) error {
