@@ -266,7 +266,9 @@ func (th *Thread) assign(tps, standby, warmup []kclient.TP) error {
 	th.log.Info("partitions assigned", zap.Int("partitions", len(tps)), zap.Strings("tasks", ids))
 	th.setStandbys(standby, warmup)
 	th.snapshot(true) // interactive queries see the new assignment at once
-	return th.startTasks(true)
+	err := th.startTasks(true)
+	th.tm.assignedOnce = true
+	return err
 }
 
 // startTasks moves the tasks not running yet along, without waiting: a

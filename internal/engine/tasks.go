@@ -67,10 +67,14 @@ type taskManager struct {
 	// thread (by partition), which it follows as warm-ups if it may.
 	standby map[processor.TaskID]*standbyTask
 	claims  []int32
-	// moved: the tasks made running (moved here by a rebalance, or the
-	// thread's first) whose output no commit carried yet (see
-	// movedOutput).
-	moved []*task
+	// moved: the tasks made running after the session's first assignment
+	// (moved here by a rebalance: a scaled-out instance's first active
+	// tasks come after its warm-ups, in a later one) whose output no
+	// commit carried yet (see movedOutput); assignedOnce: the session's
+	// first assignment was handled (its tasks keep the commit interval,
+	// so that an app's start is not a burst of commits).
+	moved        []*task
+	assignedOnce bool
 	// following: what the thread follows, as the group member's joins
 	// read it on the client's goroutine (publish).
 	following atomic.Pointer[followState]
@@ -87,6 +91,7 @@ type followState struct {
 // standbys' reading stopped).
 func (m *taskManager) clear() {
 	m.dropTasks()
+	m.assignedOnce = false
 	m.standby = map[processor.TaskID]*standbyTask{}
 	m.claims = nil
 	m.parts = map[kclient.TP]*partition{}
@@ -298,7 +303,9 @@ func (m *taskManager) run(tasks []*task) []kclient.TP {
 	var tps []kclient.TP
 	for _, tk := range tasks {
 		tk.state = taskRunning
-		m.moved = append(m.moved, tk)
+		if m.assignedOnce {
+			m.moved = append(m.moved, tk)
+		}
 		for _, p := range tk.parts {
 			tps = append(tps, p.tp)
 			p.paused = false
