@@ -10,7 +10,14 @@
 #   scripts/containers.sh status   exit 0 when the API answers and both images exist
 #   scripts/containers.sh env      print the export lines testcontainers-go and kafkatest read
 #   scripts/containers.sh images   build the images if missing or out of date (FORCE=1: rebuild)
-#   scripts/containers.sh leftovers  list containers kafkatest started that still exist
+#   scripts/containers.sh leftovers [RUN]  list containers kafkatest started that still
+#                                    exist (those of test run RUN, when given)
+#   scripts/containers.sh run-id PID print an id for a test run by process PID, which
+#                                    no later process shares (scripts/test.sh exports
+#                                    it as EDDY_TEST_RUN; kafkatest labels its
+#                                    containers with it)
+#   scripts/containers.sh reap       remove the containers of test runs that ended
+#                                    without removing them (a killed `make test`)
 #   scripts/containers.sh netstate   print the host's firewall rules and forwarding setting
 #                                    (scripts/test.sh checks they are the same after a run)
 #
@@ -182,6 +189,15 @@ replace_image() {
 	fi
 }
 
+# run_id PID: the process's id and start time (clock ticks since boot), which
+# no later process shares; empty when PID is not running.
+run_id() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+	stat=${stat##*) }
+	echo "$1.$(echo "$stat" | cut -d' ' -f20)"
+}
+
 print_env() {
 	cat <<EOF
 export DOCKER_HOST=unix://$sock
@@ -226,10 +242,25 @@ netstate)
 	done
 	;;
 leftovers)
-	podman ps -a --filter "label=$test_label" --format '{{.ID}} {{.Image}} {{.Names}} {{.Status}}'
+	filter=$test_label
+	[[ -n ${2:-} ]] && filter="$test_label.run=$2"
+	podman ps -a --filter "label=$filter" --format '{{.ID}} {{.Image}} {{.Names}} {{.Status}}'
+	;;
+run-id)
+	[[ -n ${2:-} ]] || { echo "usage: $0 run-id PID" >&2; exit 2; }
+	run_id "$2"
+	;;
+reap)
+	podman ps -a --filter "label=$test_label.run" --format "{{.ID}} {{index .Labels \"$test_label.run\"}}" |
+		while read -r id run; do
+			pid=${run%%.*}
+			[[ $(run_id "$pid") == "$run" ]] && continue
+			log "removing container $id, left by test run $run (no longer running)"
+			podman rm -f "$id" >/dev/null
+		done
 	;;
 *)
-	echo "usage: $0 up|down|status|env|images|leftovers|netstate" >&2
+	echo "usage: $0 up|down|status|env|images|leftovers [RUN]|run-id PID|reap|netstate" >&2
 	exit 2
 	;;
 esac

@@ -12,7 +12,8 @@
 # schema registry in containers through testcontainers-go, on the engine and
 # images scripts/containers.sh makes (installed and built on first use,
 # reused after); the rest of the suite uses the shared broker above. After
-# the run no container a test started may be left, and the host's firewall
+# the run no container a test of this run started may be left (containers
+# carry the run's id, EDDY_TEST_RUN), and the host's firewall
 # rules and forwarding setting must be as they were.
 #
 # Three passes: pure Go (every module builds with CGO_ENABLED=0 and no C
@@ -39,6 +40,12 @@ fi
 net_before=$(scripts/containers.sh netstate)
 if ! scripts/containers.sh status >/dev/null 2>&1; then containers_started=1; fi
 scripts/containers.sh up
+# This run's id, which kafkatest puts on every container it starts: the check
+# at the end counts only this run's containers, and those of an earlier run
+# that was killed before it could remove them are removed now.
+EDDY_TEST_RUN=$(scripts/containers.sh run-id $$)
+export EDDY_TEST_RUN
+scripts/containers.sh reap
 scripts/confluent-python.sh up
 eval "$(scripts/kafka.sh env)"
 eval "$(scripts/containers.sh env)"
@@ -93,7 +100,7 @@ echo "== container tests: the example service's own integration test, Kafka and 
 	go test -race -count=1 -v ${EDDY_TEST_FLAGS:-} -run '^TestOrderTotals' ./ordertotals/) || status=1
 
 echo "== nothing left behind"
-left=$(scripts/containers.sh leftovers)
+left=$(scripts/containers.sh leftovers "$EDDY_TEST_RUN")
 if [[ -n $left ]]; then
 	echo "containers started by tests are still there:" >&2
 	echo "$left" >&2

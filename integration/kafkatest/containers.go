@@ -32,6 +32,12 @@ const (
 	// ContainerLabel is set on every container kafkatest starts, so that a
 	// leftover can be found (`podman ps -a --filter label=org.eddy-go.kafkatest`).
 	ContainerLabel = "org.eddy-go.kafkatest"
+	// EnvTestRun names the test run a container belongs to: when it is set,
+	// every container kafkatest starts carries it in the label
+	// ContainerLabel+".run", so a run can check that it left nothing behind
+	// without counting another run's containers, and remove those of a run
+	// that was killed before it could (eddy's scripts/test.sh sets it).
+	EnvTestRun = "EDDY_TEST_RUN"
 )
 
 // stopTimeout bounds a container's stop: both images stop on SIGTERM within
@@ -163,6 +169,9 @@ func run(ctx context.Context, o options, env map[string]string, ready string) (*
 	labels := map[string]string{ContainerLabel: "1"}
 	if o.name != "" {
 		labels[ContainerLabel+".test"] = o.name
+	}
+	if r := os.Getenv(EnvTestRun); r != "" {
+		labels[ContainerLabel+".run"] = r
 	}
 	ctr, err := testcontainers.Run(ctx, o.image,
 		testcontainers.WithEnv(env),

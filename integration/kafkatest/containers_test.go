@@ -105,10 +105,16 @@ func TestRegistryContainer(t *testing.T) {
 
 // Kafka and Registry as a user's test calls them, with neither
 // EDDY_KAFKA_BOOTSTRAP nor EDDY_SCHEMA_REGISTRY_URL set: containers, removed
-// when the test that asked for them ends.
+// when the test that asked for them ends, labelled with the test run's id
+// (EDDY_TEST_RUN) so that a run counts only its own leftovers.
 func TestKafkaAndRegistryHelpersRemoveTheirContainers(t *testing.T) {
 	t.Setenv(EnvBootstrap, "")
 	t.Setenv(EnvSchemaRegistry, "")
+	run := os.Getenv(EnvTestRun)
+	if run == "" {
+		run = fmt.Sprintf("%d.kafkatest", os.Getpid())
+		t.Setenv(EnvTestRun, run)
+	}
 	var name string
 	t.Run("user test", func(t *testing.T) {
 		name = t.Name()
@@ -126,6 +132,9 @@ func TestKafkaAndRegistryHelpersRemoveTheirContainers(t *testing.T) {
 		}
 		if n := len(containersOf(t, name)); n != 2 {
 			t.Fatalf("%d containers labelled for %s, want 2", n, name)
+		}
+		if n := len(containersOf(t, name, ContainerLabel+".run="+run)); n != 2 {
+			t.Fatalf("%d containers of %s labelled for test run %s, want 2", n, name, run)
 		}
 	})
 	if left := containersOf(t, name); len(left) != 0 {
@@ -225,12 +234,13 @@ func assertGone(t *testing.T, id string) {
 	}
 }
 
-// containersOf lists the containers, running or not, labelled for test.
-func containersOf(t *testing.T, test string) []string {
+// containersOf lists the containers, running or not, labelled for test
+// and with every one of labels ("key=value").
+func containersOf(t *testing.T, test string, labels ...string) []string {
 	t.Helper()
 	res, err := engineClient(t).ContainerList(context.Background(), client.ContainerListOptions{
 		All:     true,
-		Filters: make(client.Filters).Add("label", ContainerLabel+".test="+test),
+		Filters: make(client.Filters).Add("label", append(labels, ContainerLabel+".test="+test)...),
 	})
 	if err != nil {
 		t.Fatal(err)
