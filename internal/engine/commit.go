@@ -289,10 +289,28 @@ func (th *Thread) offsetMeta(offsets map[kclient.TP]int64) map[kclient.TP]string
 }
 
 // callCtx bounds a call to the brokers: while the thread runs, only by the
-// thread stopping (an outage is waited out); once it stops, by a minute.
+// thread stopping (an outage is waited out), and then only stopGrace later,
+// so that a commit under way when the app is told to stop completes rather
+// than aborting (the tasks' next owner would process its interval again);
+// once the thread stops, by a minute.
 func (th *Thread) callCtx() (context.Context, context.CancelFunc) {
-	if th.ctx.Err() == nil {
-		return context.WithCancel(th.ctx)
+	if th.ctx.Err() != nil {
+		return context.WithTimeout(context.Background(), time.Minute)
 	}
-	return context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(th.ctx))
+	stop := context.AfterFunc(th.ctx, func() {
+		t := time.NewTimer(stopGrace)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+			cancel()
+		}
+	})
+	return ctx, func() { stop(); cancel() }
 }
+
+// stopGrace is how long a call under way when the thread is told to stop
+// may still take: a commit takes milliseconds while the brokers answer;
+// through an outage the stop goes on after it.
+const stopGrace = 10 * time.Second

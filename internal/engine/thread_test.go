@@ -94,6 +94,34 @@ func TestAbortableErrorAbortsAndRewinds(t *testing.T) {
 	}
 }
 
+// A stop that comes while a commit is under way (SIGTERM mid-transaction)
+// lets the commit complete: nothing is aborted, and what the commit
+// carried is not left for the tasks' next owner to process again.
+func TestStopDuringACommitLetsItComplete(t *testing.T) {
+	cl := kclienttest.NewCluster()
+	r := newRig(t, cl, countTopology(t, nil), true, "")
+	want := feed(cl, 0, 100, 5)
+	run := r.start()
+	wait(t, "the group to commit all input", func() bool { return caughtUp(cl) })
+	var stopped atomic.Bool
+	cl.OnNext("CommitTransaction", func() { run.cancel(); stopped.Store(true) })
+	more := feed(cl, 100, 100, 5)
+	for k, n := range more {
+		want[k] += n
+	}
+	wait(t, "the stop during a commit", stopped.Load)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := run.th.Stats.Aborts.Load(); n != 0 {
+		t.Errorf("%d aborts: the stop cut the commit under way short", n)
+	}
+	if !caughtUp(cl) {
+		t.Errorf("input not committed to its end after the stop")
+	}
+	exactSequences(t, outputs(t, cl, true), want)
+}
+
 // A fenced producer makes the thread rejoin with new clients; no output
 // is lost or duplicated.
 func TestFencedProducerRejoins(t *testing.T) {

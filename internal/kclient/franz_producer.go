@@ -380,6 +380,40 @@ func (p *franzProducer) SendOffsets(ctx context.Context, offsets map[TP]int64, m
 	return p.sendTxnOffsets(ctx, offsets, meta, g)
 }
 
+// concurrentTxnBackoff is how soon an AddOffsetsToTxn answered
+// CONCURRENT_TRANSACTIONS is sent again, for up to concurrentTxnWait: the
+// coordinator answers so while it writes the previous transaction's
+// markers, which takes milliseconds; the caller's retry backoff (100 ms
+// and up) would hold the commit, and every task's output, that long. (The
+// Java producer retries AddPartitionsToTxn after 20 ms for the same
+// reason.)
+const (
+	concurrentTxnBackoff = 5 * time.Millisecond
+	concurrentTxnWait    = time.Second
+)
+
+// addOffsetsToTxn adds group's offsets to the transaction, asking again
+// while the previous transaction completes.
+func addOffsetsToTxn(ctx context.Context, cl *kgo.Client, txnID string, id int64, epoch int16, group string) error {
+	deadline := time.Now().Add(concurrentTxnWait)
+	for {
+		req := kmsg.NewPtrAddOffsetsToTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = txnID, id, epoch, group
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if !errors.Is(err, kerr.ConcurrentTransactions) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(concurrentTxnBackoff):
+		}
+	}
+}
+
 // sendTxnOffsets adds the offsets to the open transaction.
 func (p *franzProducer) sendTxnOffsets(ctx context.Context, offsets map[TP]int64, meta map[TP]string, g *franzGroupMetadata) error {
 	id, epoch, err := p.cl.ProducerID(ctx)
@@ -393,13 +427,7 @@ func (p *franzProducer) sendTxnOffsets(ctx context.Context, offsets map[TP]int64
 	// CONCURRENT_TRANSACTIONS and retried for about 2.3 s, in one commit of
 	// four (stateless exactly-once, six runs each way).
 	if !p.offsetsAdded {
-		req := kmsg.NewPtrAddOffsetsToTxnRequest()
-		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = p.txnID, id, epoch, g.group
-		resp, err := req.RequestWith(ctx, p.cl)
-		if err == nil {
-			err = kerr.ErrorForCode(resp.ErrorCode)
-		}
-		if err != nil {
+		if err := addOffsetsToTxn(ctx, p.cl, p.txnID, id, epoch, g.group); err != nil {
 			return p.txnError("AddOffsetsToTxn", err)
 		}
 		p.offsetsAdded = true

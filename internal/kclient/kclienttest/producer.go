@@ -230,9 +230,19 @@ func (p *Producer) SendOffsets(ctx context.Context, offsets map[kclient.TP]int64
 }
 
 // CommitTransaction implements kclient.Producer: a scripted failure leaves
-// the transaction open (an abortable one must then be aborted).
+// the transaction open (an abortable one must then be aborted), and so does
+// a ctx done by the time the call is made (after OnNext's hook), as
+// franz-go's EndTxn reports a cancelled commit: abortable.
 func (p *Producer) CommitTransaction(ctx context.Context) error {
-	return p.endTxn("CommitTransaction", txnCommitted)
+	p.c.mu.Lock()
+	defer p.c.mu.Unlock()
+	if err := p.c.call("CommitTransaction"); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return &kclient.TxnError{Op: "CommitTransaction", Abortable: true, Err: fmt.Errorf("kclienttest: CommitTransaction: %w", err)}
+	}
+	return p.endTxnLocked("CommitTransaction", txnCommitted)
 }
 
 // AbortTransaction implements kclient.Producer.
@@ -246,6 +256,11 @@ func (p *Producer) endTxn(op string, state int) error {
 	if err := p.c.call(op); err != nil {
 		return err
 	}
+	return p.endTxnLocked(op, state)
+}
+
+// endTxnLocked ends the open transaction; called with c.mu held.
+func (p *Producer) endTxnLocked(op string, state int) error {
 	st, err := p.txn(op)
 	if err != nil {
 		return err
