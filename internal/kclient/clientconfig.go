@@ -51,6 +51,19 @@ type clientConfig struct {
 	unsupported map[string]string
 }
 
+// MetadataRefreshBackoff is the shortest time between two metadata
+// requests of one client (franz-go's MetadataMinAge; librdkafka's
+// topic.metadata.refresh.fast.interval.ms, whose default it is, and the
+// Java client's retry.backoff.ms). franz-go retries a produce batch that
+// a broker answered with a retriable error only after a metadata refresh,
+// and its own default spaces refreshes 5 s apart: under exactly-once on
+// Kafka 4 (KIP-890), a transaction's first batch to a partition whose
+// previous commit marker is still being written is answered
+// CONCURRENT_TRANSACTIONS, and when that came within 5 s of the client's
+// last refresh (a new topic learned, a task moved), the batch — and the
+// commit flushing it, and the whole stream thread — waited up to 5 s.
+const MetadataRefreshBackoff = 100 * time.Millisecond
+
 // clientIgnored are properties that only choose what eddy's client does
 // anyway (eddy commits offsets itself, and runs its own assignor).
 var clientIgnored = map[string]bool{
@@ -94,6 +107,9 @@ func parseClientConfig(cfg Config) (c clientConfig, err error) {
 		return false, fmt.Errorf("kclient: %s = %q: want true or false", k, str(k))
 	}
 	unsupported := func(k, why string) { c.unsupported[k] = why }
+	// Before the properties: topic.metadata.refresh.fast.interval.ms
+	// replaces it.
+	c.conn = append(c.conn, kgo.MetadataMinAge(MetadataRefreshBackoff))
 	protocol, mechanism := "plaintext", ""
 	var user, password string
 	verify, hostnames := true, true
@@ -263,6 +279,11 @@ func parseClientConfig(cfg Config) (c clientConfig, err error) {
 				return c, err
 			}
 			c.conn = append(c.conn, kgo.DialTimeout(d))
+		case "topic.metadata.refresh.fast.interval.ms":
+			if d, err = ms(k); err != nil {
+				return c, err
+			}
+			c.conn = append(c.conn, kgo.MetadataMinAge(max(d, time.Millisecond)))
 		case "metadata.max.age.ms", "topic.metadata.refresh.interval.ms":
 			if d, err = ms(k); err != nil {
 				return c, err

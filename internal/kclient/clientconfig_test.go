@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // writePEM writes a self-signed certificate and its key, returning their
@@ -141,5 +143,32 @@ func TestReaderRefusesOffsetsItCannotStartFrom(t *testing.T) {
 	}
 	if _, err := r.Position([]TP{{Topic: "t", Partition: 0}}); err == nil {
 		t.Fatal("Position of a partition not assigned: no error")
+	}
+}
+
+// A client refreshes metadata at most every MetadataRefreshBackoff unless
+// topic.metadata.refresh.fast.interval.ms says otherwise (franz-go's own
+// interval is 5 s; see the producer test of a refused batch).
+func TestMetadataRefreshBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want time.Duration
+	}{
+		{Config{"bootstrap.servers": "127.0.0.1:1"}, MetadataRefreshBackoff},
+		{Config{"bootstrap.servers": "127.0.0.1:1", "topic.metadata.refresh.fast.interval.ms": 250}, 250 * time.Millisecond},
+	} {
+		c, err := parseClientConfig(tc.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := kgo.NewClient(c.conn...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := cl.OptValue(kgo.MetadataMinAge)
+		cl.Close()
+		if got != tc.want {
+			t.Errorf("%v: MetadataMinAge %v, want %v", tc.cfg, got, tc.want)
+		}
 	}
 }
