@@ -175,6 +175,21 @@ type ThreadReport struct {
 	// previous refresh (0 when not restoring).
 	RestoreRate float64   `json:"restore_rate"`
 	Taken       time.Time `json:"taken"`
+	// Waiting is set while one step of the thread (a poll, a commit's
+	// transaction, a restore…) has lasted longer than a second: what it
+	// waits for and since when. The thread also logs it at Info.
+	Waiting *WaitingReport `json:"waiting,omitempty"`
+}
+
+// WaitingReport is what a stream thread has been waiting for, longer than
+// a second.
+type WaitingReport struct {
+	// For says what it waits for, e.g. "the brokers to take the
+	// transaction's records and commit it (produce, EndTxn)".
+	For   string    `json:"for"`
+	Since time.Time `json:"since"`
+	// Seconds is how long it has waited so far.
+	Seconds float64 `json:"seconds"`
 }
 
 // StandbyReport is one standby task of a thread.
@@ -221,6 +236,9 @@ type RecordCounts struct {
 func threadReport(s engine.ThreadSnapshot) ThreadReport {
 	r := ThreadReport{Thread: s.Thread, State: s.State, Tasks: []TaskReport{}, RestoreRate: s.RestoreRate, Taken: s.Taken,
 		Counts: RecordCounts(s.Counts)}
+	if w := s.Waiting; w != nil {
+		r.Waiting = &WaitingReport{For: w.For, Since: w.Since, Seconds: time.Since(w.Since).Seconds()}
+	}
 	for _, tk := range s.Tasks {
 		t := TaskReport{ID: tk.ID, Restoring: tk.Restoring, StreamTime: tk.StreamTime}
 		for _, p := range tk.Partitions {

@@ -65,6 +65,9 @@ func (th *Thread) commit(final bool) error {
 	start := time.Now()
 	at := th.cfg.WallClock()
 	th.lastCommit = start
+	// A commit runs in the loop, in a rebalance's callback and at a stop:
+	// what the thread did before it is what it does after.
+	defer th.watch.mark(th.watch.mark(doingCommitOffsets))
 	// What the stores' reads hold in Pebble is let go every interval, so
 	// that an idle thread does not keep old memtables and tables alive.
 	defer th.wsP.ReleaseReads()
@@ -82,10 +85,12 @@ func (th *Thread) commit(final bool) error {
 		return th.commitFailed(err)
 	}
 	defer th.guarantee.offsetsSent() //nolint:errcheck // never left running, whatever the path out
+	th.watch.mark(doingDrainCalls)
 	if err := th.drainCalls(); err != nil {
 		th.guarantee.offsetsSent() //nolint:errcheck // no commit follows: the failure decides
 		return rejoinIfFatal(err)
 	}
+	th.watch.mark(doingFlushCaches)
 	for _, tk := range th.tm.order {
 		if tk.state != taskRunning {
 			continue
@@ -110,6 +115,7 @@ func (th *Thread) commit(final bool) error {
 	}
 	th.storeChangelogEnds(ends)
 	th.markSynced(at, final)
+	th.watch.mark(doingApplyStores)
 	if err := th.applyStores(); err != nil {
 		return err
 	}
@@ -121,6 +127,7 @@ func (th *Thread) commit(final bool) error {
 	if m := th.cfg.Metrics; m != nil {
 		m.CommitDuration.Observe(time.Since(start).Seconds())
 	}
+	th.watch.mark(doingPurge)
 	return th.maybePurge()
 }
 

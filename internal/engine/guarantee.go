@@ -57,11 +57,11 @@ type retryFunc func(ctx context.Context, what string, op func() error) error
 // brokers see them.
 type logEndsFunc func(ctx context.Context, tps []kclient.TP) (map[kclient.TP]int64, error)
 
-func newGuarantee(exactlyOnce bool, p kclient.Producer, c kclient.Consumer, retry retryFunc, logEnds logEndsFunc) guarantee {
+func newGuarantee(exactlyOnce bool, p kclient.Producer, c kclient.Consumer, retry retryFunc, logEnds logEndsFunc, w *watch) guarantee {
 	if exactlyOnce {
-		return &exactlyOnceCommits{p: p, c: c, retry: retry, logEnds: logEnds, ends: map[kclient.TP]int64{}}
+		return &exactlyOnceCommits{p: p, c: c, retry: retry, logEnds: logEnds, ends: map[kclient.TP]int64{}, watch: w}
 	}
-	return &atLeastOnceCommits{p: p, c: c}
+	return &atLeastOnceCommits{p: p, c: c, watch: w}
 }
 
 // exactlyOnceCommits: one transaction per commit interval (KIP-447: the
@@ -77,6 +77,8 @@ type exactlyOnceCommits struct {
 	// as known (changelogEnds).
 	ends    map[kclient.TP]int64
 	logEnds logEndsFunc
+	// watch: the thread's, marked at each wait of a commit.
+	watch *watch
 }
 
 func (g *exactlyOnceCommits) beforeSend(ctx context.Context) error {
@@ -141,18 +143,21 @@ func (g *exactlyOnceCommits) offsetsSent() error {
 // of the transaction at once and fails (abortably) if one was not
 // delivered. The offsets went with sendOffsets.
 func (g *exactlyOnceCommits) commit(ctx context.Context, _ map[kclient.TP]int64, _ map[kclient.TP]string, written map[kclient.TP]*changelogRef) (map[kclient.TP]int64, error) {
+	g.watch.mark(doingSendOffsets)
 	if err := g.offsetsSent(); err != nil {
 		return nil, err
 	}
 	if err := g.beforeSend(ctx); err != nil {
 		return nil, err
 	}
+	g.watch.mark(doingCommitTransaction)
 	if err := g.retry(ctx, "committing the transaction", func() error {
 		return attempt(ctx, g.p.CommitTransaction)
 	}); err != nil {
 		return nil, err
 	}
 	g.open = false
+	g.watch.mark(doingChangelogEnds)
 	return g.changelogEnds(ctx, written), nil
 }
 
@@ -211,6 +216,7 @@ func (g *exactlyOnceCommits) knowEnds(ends map[kclient.TP]int64) { maps.Copy(g.e
 func (g *exactlyOnceCommits) forgetEnds() { clear(g.ends) }
 
 func (g *exactlyOnceCommits) abort(ctx context.Context) error {
+	defer g.watch.mark(g.watch.mark(doingAbort))
 	defer g.p.DeliveryErr()
 	g.offsetsSent() //nolint:errcheck // the transaction is aborted either way
 	g.forgetEnds()
@@ -238,8 +244,9 @@ func (g *exactlyOnceCommits) pending() bool { return g.open }
 // atLeastOnceCommits: records acknowledged first, then the offsets
 // committed; a failed offset commit only means records are processed again.
 type atLeastOnceCommits struct {
-	p kclient.Producer
-	c kclient.Consumer
+	p     kclient.Producer
+	c     kclient.Consumer
+	watch *watch
 }
 
 func (g *atLeastOnceCommits) beforeSend(context.Context) error { return nil }
@@ -251,6 +258,7 @@ func (g *atLeastOnceCommits) sendOffsets(context.Context, map[kclient.TP]int64, 
 func (g *atLeastOnceCommits) offsetsSent() error { return nil }
 
 func (g *atLeastOnceCommits) commit(ctx context.Context, offsets map[kclient.TP]int64, meta map[kclient.TP]string, _ map[kclient.TP]*changelogRef) (map[kclient.TP]int64, error) {
+	g.watch.mark(doingAcknowledgements)
 	if err := g.p.WaitDelivered(ctx); err != nil {
 		return nil, fmt.Errorf("producing records failed: %w", err)
 	}
@@ -258,6 +266,7 @@ func (g *atLeastOnceCommits) commit(ctx context.Context, offsets map[kclient.TP]
 		return nil, fmt.Errorf("producing records failed: %w", err)
 	}
 	ends := endsAfter(g.p.LastOffsets(), 1)
+	g.watch.mark(doingOffsetCommit)
 	if err := g.c.Commit(offsets, meta); err != nil {
 		return nil, &offsetCommitError{err}
 	}
@@ -270,6 +279,7 @@ func (g *atLeastOnceCommits) commit(ctx context.Context, offsets map[kclient.TP]
 // restart every member of the group may have been replaced while its
 // records waited in the producer's queue.
 func (g *atLeastOnceCommits) abort(ctx context.Context) error {
+	defer g.watch.mark(g.watch.mark(doingAbort))
 	if err := g.p.Purge(); err != nil {
 		return fmt.Errorf("purging undelivered records: %w", err)
 	}

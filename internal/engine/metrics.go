@@ -135,6 +135,10 @@ type ThreadSnapshot struct {
 	// previous snapshot (0 when not restoring).
 	RestoreRate float64   `json:"restore_rate"`
 	Taken       time.Time `json:"taken"`
+	// Waiting is the thread's current step when it has lasted longer than
+	// a second (read when the snapshot is asked for, not refreshed by the
+	// thread, which is stuck in it).
+	Waiting *Waiting `json:"waiting,omitempty"`
 }
 
 // snapshotter keeps a thread's last snapshot and the counts of tasks and
@@ -154,6 +158,7 @@ func (th *Thread) Snapshot() ThreadSnapshot {
 	th.snapshots.mu.Lock()
 	defer th.snapshots.mu.Unlock()
 	s := th.snapshots.snap
+	s.Waiting = th.watch.long(time.Now())
 	s.Tasks = append([]TaskSnapshot(nil), s.Tasks...)
 	s.Standbys = append([]StandbySnapshot(nil), s.Standbys...)
 	return s

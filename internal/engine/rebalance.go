@@ -19,6 +19,7 @@ import (
 // rebalance revokes only the partitions that move and assigns only the
 // ones that come: the thread's other tasks go on processing.
 func (th *Thread) onRebalance(rb kclient.Rebalance) error {
+	defer th.watch.mark(th.watch.mark(doingRebalance))
 	th.Stats.Rebalances.Add(1)
 	if len(rb.Revoked) > 0 {
 		th.revoke(rb.Revoked, rb.Lost)

@@ -95,6 +95,9 @@ type Thread struct {
 	sinks sinkTopics
 	// async: waiting for the tasks' async calls.
 	async *asyncWaits
+	// watch: what the thread does now, for its watcher to say when a
+	// step lasts long (watch.go).
+	watch watch
 }
 
 // NewThread returns stream thread idx.
@@ -122,6 +125,11 @@ func (th *Thread) Run(ctx context.Context) error {
 	th.ctx = ctx
 	th.setState(ThreadStarting)
 	defer th.adm.close()
+	// The watcher outlives ctx: a stop's last commit is watched too.
+	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWatch()
+	go th.watch.run(wctx, th.log)
+	defer th.watch.mark(doingNothing)
 	var rejoins, refusals []time.Time
 	for {
 		err := th.session(ctx)
@@ -214,6 +222,7 @@ func (th *Thread) reset() {
 
 // session is one group membership: new clients, subscribe, loop.
 func (th *Thread) session(ctx context.Context) (err error) {
+	th.watch.mark(doingStarting)
 	th.reset()
 	pcfg := cloneCfg(th.cfg.Producer)
 	if th.cfg.ExactlyOnce {
@@ -240,7 +249,7 @@ func (th *Thread) session(ctx context.Context) (err error) {
 	if u, ok := th.consumer.(kclient.NoticeUser); ok && th.cfg.Notices != nil {
 		u.UseNotices(th.cfg.Notices)
 	}
-	th.guarantee = newGuarantee(th.cfg.ExactlyOnce, th.producer, th.consumer, th.retry, th.logEnds)
+	th.guarantee = newGuarantee(th.cfg.ExactlyOnce, th.producer, th.consumer, th.retry, th.logEnds, &th.watch)
 	clean := false
 	defer func() {
 		if !clean {
@@ -259,6 +268,7 @@ func (th *Thread) session(ctx context.Context) (err error) {
 		th.wsM.ReleaseReads()
 	}()
 	if th.cfg.ExactlyOnce {
+		th.watch.mark(doingInitTransactions)
 		err := th.retry(ctx, "initializing transactions", func() error {
 			ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
@@ -279,6 +289,7 @@ func (th *Thread) session(ctx context.Context) (err error) {
 	th.lastCommit = time.Now()
 	for {
 		if ctx.Err() != nil {
+			th.watch.mark(doingShutdown)
 			err := th.shutdown()
 			clean = err == nil
 			return err
@@ -291,6 +302,7 @@ func (th *Thread) session(ctx context.Context) (err error) {
 
 // step is one turn of the loop: poll, restore, process, punctuate, commit.
 func (th *Thread) step() error {
+	th.watch.mark(doingPoll)
 	if err := th.poll(); err != nil {
 		return err
 	}
@@ -306,27 +318,34 @@ func (th *Thread) step() error {
 		}
 		return err
 	}
+	th.watch.mark(doingStartTasks)
 	if err := th.startTasks(false); err != nil {
 		return stopping(err)
 	}
+	th.watch.mark(doingStartStandbys)
 	if err := th.restore.startStandbys(th.ctx, th.tm.standby); err != nil {
 		return stopping(err)
 	}
 	if th.restore.busy() {
+		th.watch.mark(doingRestore)
 		if err := th.restoreStep(); err != nil {
 			return err
 		}
 	}
+	th.watch.mark(doingLookAtStandbys)
 	if err := th.lookAtStandbys(); err != nil {
 		return stopping(err)
 	}
+	th.watch.mark(doingProcess)
 	processed, err := th.process()
 	if err != nil {
 		return rejoinIfFatal(err)
 	}
+	th.watch.mark(doingPunctuate)
 	if err := th.punctuateWallClock(); err != nil {
 		return rejoinIfFatal(err)
 	}
+	th.watch.mark(doingAsyncCalls)
 	th.waitForCalls(processed)
 	th.snapshot(false)
 	probe(&th.Health, th.log, &th.lastProbe, th.adm.get, th.cfg.Subscription)

@@ -776,7 +776,7 @@ func TestExactlyOnceCountsChangelogEnds(t *testing.T) {
 			}
 		}
 		return ends, nil
-	}).(*exactlyOnceCommits)
+	}, &watch{}).(*exactlyOnceCommits)
 	ctx := context.Background()
 	sent := func(n map[kclient.TP]int64) map[kclient.TP]*changelogRef {
 		w := map[kclient.TP]*changelogRef{}
