@@ -497,6 +497,8 @@ stop_one() {
 print_env() {
 	echo "export EDDY_KAFKA_BOOTSTRAP=$(bootstrap)"
 	echo "export EDDY_SCHEMA_REGISTRY_URL=http://127.0.0.1:$registry_port"
+	# The first node's process: make bench counts its CPU during each run.
+	if [[ -f $(pidfile 1) ]]; then echo "export EDDY_KAFKA_PID=$(cat "$(pidfile 1)")"; fi
 	if secure; then
 		echo "export EDDY_KAFKA_SASL_BOOTSTRAP=$(sasl_bootstrap)"
 		echo "export EDDY_SCHEMA_REGISTRY_TLS_URL=https://127.0.0.1:$secure_registry_port"

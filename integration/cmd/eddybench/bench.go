@@ -52,6 +52,10 @@ type result struct {
 	rate     float64 // input records per second
 	cpuPerM  float64 // CPU seconds per million input records
 	maxRSS   float64 // MiB
+	// wall and cpu: the run's seconds, from the first record to the last
+	// (a run that waits shows wall well above cpu); broker: the broker's
+	// CPU seconds meanwhile (EDDY_KAFKA_PID; 0 when not known).
+	wall, cpu, broker float64
 	commitMs [4]float64
 	output   string // what verify found in the output
 }
@@ -237,7 +241,7 @@ func (r result) String() string {
 	if !r.ok {
 		return "failed: " + r.err
 	}
-	s := fmt.Sprintf("%.0f records/s, %.2f CPU-s per 1M, max RSS %.0f MiB", r.rate, r.cpuPerM, r.maxRSS)
+	s := fmt.Sprintf("%.0f records/s, %.2f CPU-s per 1M, max RSS %.0f MiB, wall %.2f s on %.2f CPU-s (broker %.2f CPU-s)", r.rate, r.cpuPerM, r.maxRSS, r.wall, r.cpu, r.broker)
 	if r.commitMs[2] > 0 {
 		s += fmt.Sprintf(", commits p50 %.1f ms p99 %.1f ms (%.0f commits, %.0f over 40 ms)", r.commitMs[0], r.commitMs[1], r.commitMs[2], r.commitMs[3])
 	}
@@ -294,12 +298,12 @@ func (b *bench) runOne(w workload, sys, g string) result {
 	if err := p.waitRunning(3 * time.Minute); err != nil {
 		return result{err: err.Error()}
 	}
-	t0, cpu0 := time.Now(), p.cpu()
+	t0, cpu0, broker0 := time.Now(), p.cpu(), brokerCPU()
 	// A workload with one output record per input (stateless, join) is
 	// done when all its output is readable; the others when their input
 	// is committed. (Waiting for the commit alone rounds an at-least-once
 	// run up to its next 1 s commit, a fifth of a five-second run.)
-	var outAt, cpuOut atomic.Value
+	var outAt, cpuOut, brokerOut atomic.Value
 	stopWatch := make(chan struct{})
 	if w.expect.records > 0 {
 		go func() {
@@ -318,6 +322,7 @@ func (b *bench) runOne(w workload, sys, g string) result {
 				if n >= int64(w.expect.records) {
 					outAt.Store(time.Now())
 					cpuOut.Store(p.cpu())
+					brokerOut.Store(brokerCPU())
 					return
 				}
 			}
@@ -328,13 +333,14 @@ func (b *bench) runOne(w workload, sys, g string) result {
 	if err != nil {
 		return result{err: err.Error()}
 	}
-	end, cpu1 := time.Now(), p.cpu()
+	end, cpu1, broker1 := time.Now(), p.cpu(), brokerCPU()
 	if at, ok := outAt.Load().(time.Time); ok && at.Before(end) {
-		end, cpu1 = at, cpuOut.Load().(float64)
+		end, cpu1, broker1 = at, cpuOut.Load().(float64), brokerOut.Load().(float64)
 	}
 	el := end.Sub(t0).Seconds()
 	cpu := cpu1 - cpu0
-	res := result{ok: true, rate: float64(w.records) / el, cpuPerM: cpu / float64(w.records) * 1e6, maxRSS: p.maxRSS()}
+	res := result{ok: true, rate: float64(w.records) / el, cpuPerM: cpu / float64(w.records) * 1e6, maxRSS: p.maxRSS(),
+		wall: el, cpu: cpu, broker: broker1 - broker0}
 	res.commitMs = p.stopAndCommitStats()
 	if sys == "kstreams" {
 		res.commitMs = ksCommitStats(ksLog(state))
@@ -471,8 +477,22 @@ func (p *childProc) waitRunning(timeout time.Duration) error {
 }
 
 // cpu returns the process's user+system CPU seconds (all threads).
-func (p *childProc) cpu() float64 {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.cmd.Process.Pid), "stat"))
+func (p *childProc) cpu() float64 { return processCPU(p.cmd.Process.Pid) }
+
+// brokerCPU returns the CPU seconds the broker process (EDDY_KAFKA_PID,
+// which scripts/kafka.sh env exports) has used so far, 0 when not known.
+func brokerCPU() float64 {
+	pid, err := strconv.Atoi(os.Getenv("EDDY_KAFKA_PID"))
+	if err != nil {
+		return 0
+	}
+	return processCPU(pid)
+}
+
+// processCPU returns the CPU seconds process pid has used so far (user
+// and system), 0 when it cannot be read.
+func processCPU(pid int) float64 {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
 		return 0
 	}
