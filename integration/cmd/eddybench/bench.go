@@ -47,17 +47,17 @@ type row struct {
 }
 
 type result struct {
-	ok       bool
-	err      string
-	rate     float64 // input records per second
-	cpuPerM  float64 // CPU seconds per million input records
-	maxRSS   float64 // MiB
+	ok      bool
+	err     string
+	rate    float64 // input records per second
+	cpuPerM float64 // CPU seconds per million input records
+	maxRSS  float64 // MiB
 	// wall and cpu: the run's seconds, from the first record to the last
 	// (a run that waits shows wall well above cpu); broker: the broker's
 	// CPU seconds meanwhile (EDDY_KAFKA_PID; 0 when not known).
 	wall, cpu, broker float64
-	commitMs [4]float64
-	output   string // what verify found in the output
+	commitMs          [4]float64
+	output            string // what verify found in the output
 }
 
 func newBench(o options) *bench {
