@@ -370,7 +370,6 @@ func (s tagSpread) of(tags map[string]string) int {
 	return n
 }
 
-
 // assignTasks gives the tasks 0…n-1 to members, balanced as a whole and
 // per sub-topology (groups: the first task of each, ascending; nil: one).
 // Shares are n/m, and n/m+1 for the first n%m members ordered by how many

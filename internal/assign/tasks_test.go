@@ -434,7 +434,6 @@ func TestAssignTasksFollowsState(t *testing.T) {
 	}
 }
 
-
 // randomGroups splits n tasks into up to four sub-topologies (nil: one).
 func randomGroups(rng *rand.Rand, n int32) []int32 {
 	if n == 0 || rng.IntN(4) == 0 {
