@@ -46,10 +46,27 @@ func (a *App) consumerConfig() kclient.Config {
 		"enable.auto.offset.store":      false,
 		"auto.offset.reset":             string(a.cfg.OffsetReset),
 		kclient.TopicResets:             a.topicResets(),
+		kclient.Subtopologies:           a.subtopologyTopics(),
 		"partition.assignment.strategy": "range",
 		"isolation.level":               iso,
 		"client.id":                     a.cfg.ApplicationID + "-consumer",
 	}
+}
+
+// subtopologyTopics are the source topics of each sub-topology as named on
+// the brokers, for the group's assignor (a task is a sub-topology on one
+// partition number).
+func (a *App) subtopologyTopics() [][]string {
+	out := make([][]string, len(a.prog.Subtopologies))
+	for _, st := range a.prog.Subtopologies {
+		for _, t := range st.SourceTopics {
+			if a.prog.IsInternal(t) {
+				t = rt.InternalTopicName(a.cfg.ApplicationID, t)
+			}
+			out[st.ID] = append(out[st.ID], t)
+		}
+	}
+	return out
 }
 
 // topicResets are the sources' own offset reset policies, and earliest for

@@ -47,7 +47,7 @@ func (th *Thread) onRebalance(rb kclient.Rebalance) error {
 // state of each task has read the task's changelogs, so that a task goes
 // where its restore reads least. It runs on the client's goroutine.
 func (th *Thread) memberState() kclient.MemberState {
-	s := kclient.MemberState{Process: th.cfg.ProcessID, Offsets: map[int32]int64{}}
+	s := kclient.MemberState{Process: th.cfg.ProcessID, Offsets: map[processor.TaskID]int64{}}
 	if th.cfg.Program.HasLoggedStores() {
 		s.Standbys = th.cfg.NumStandbyReplicas
 		s.AcceptableRecoveryLag, s.MaxWarmups = th.cfg.AcceptableRecoveryLag, th.cfg.MaxWarmupReplicas
@@ -63,7 +63,7 @@ func (th *Thread) memberState() kclient.MemberState {
 	}
 	for task, sum := range sums {
 		if id, err := processor.ParseTaskID(task); err == nil {
-			s.Offsets[id.Partition] += sum
+			s.Offsets[id] = sum
 		}
 	}
 	return s
@@ -224,7 +224,7 @@ func (th *Thread) closeTasksDirty() {
 // assign adds the tasks of newly assigned partitions, paused: they start
 // (startTasks) once their committed offsets and changelog ends can be
 // read, without holding back the thread's other tasks.
-func (th *Thread) assign(tps, standby, warmup []kclient.TP) error {
+func (th *Thread) assign(tps []kclient.TP, standby, warmup []processor.TaskID) error {
 	var added []*task
 	for _, tp := range tps {
 		for _, id := range tasksOf(th.cfg, tp) {

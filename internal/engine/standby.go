@@ -41,25 +41,25 @@ type standbyTask struct {
 	caughtUp bool
 }
 
-// setStandbys makes the standby tasks of an assignment's standby
-// partitions (tps) the thread's, those of its warm-up partitions
-// (warmups: the tasks held for it) marked as warm-ups: new ones start
-// (startStandbys), ones no longer wanted stop, their state kept (it is
-// the instance's, left to the cleaner's delay like any task's it no longer
-// owns).
-func (th *Thread) setStandbys(tps, warmups []kclient.TP) {
-	claims := map[int32]bool{}
-	for _, tp := range warmups {
-		claims[tp.Partition] = true
+// setStandbys makes an assignment's standby tasks (ids) with logged
+// stores the thread's standbys, those of its warm-ups (the tasks held for
+// it) marked as warm-ups: new ones start (startStandbys), ones no longer
+// wanted stop, their state kept (it is the instance's, left to the
+// cleaner's delay like any task's it no longer owns).
+func (th *Thread) setStandbys(ids, warmups []processor.TaskID) {
+	claims := map[processor.TaskID]bool{}
+	for _, id := range warmups {
+		claims[id] = true
 	}
 	want := map[processor.TaskID]bool{}
-	for _, tp := range tps {
-		for _, id := range tasksOf(th.cfg, tp) {
-			logged := false
-			loggedStores(th.cfg, id, func(kclient.TP, storage.Spec) { logged = true })
-			if logged && th.tm.tasks[id] == nil {
-				want[id] = true
-			}
+	for _, id := range ids {
+		if id.Subtopology < 0 || id.Subtopology >= len(th.cfg.Program.Subtopologies) {
+			continue
+		}
+		logged := false
+		loggedStores(th.cfg, id, func(kclient.TP, storage.Spec) { logged = true })
+		if logged && th.tm.tasks[id] == nil {
+			want[id] = true
 		}
 	}
 	added, gone, warm := th.tm.setStandbys(want, claims)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/processor"
 	"github.com/eddy-go/eddy/internal/kclient/kclienttest"
 	"github.com/eddy-go/eddy/internal/storage"
 )
@@ -27,7 +28,7 @@ func TestStandbyFollowsItsChangelogAndTakesOverWithoutRestoring(t *testing.T) {
 
 	cl.RevokePartitions(p1)
 	wait(t, "the revocation", func() bool { return len(run.th.Snapshot().Tasks) == 1 })
-	cl.AssignStandbys(p1)
+	cl.AssignStandbys(processor.TaskID{Partition: 1})
 	wait(t, "the standby", func() bool { return len(run.th.Snapshot().Standbys) == 1 })
 	if id := run.th.Snapshot().Standbys[0].ID; id != "0_1" {
 		t.Fatalf("standby task %s, want 0_1", id)
@@ -106,7 +107,7 @@ func TestWarmupAsksForARebalanceOnceCaughtUp(t *testing.T) {
 		t.Fatalf("changelog 1 ends at %d: too short for the test", end)
 	}
 	cl.Hold(changelog(), 1)
-	cl.AssignWarmups(nil, []kclient.TP{p1})
+	cl.AssignWarmups(nil, []processor.TaskID{{Partition: 1}})
 	wait(t, "the warm-up to know its lag", func() bool {
 		sb := run.th.Snapshot().Standbys
 		return len(sb) == 1 && sb[0].Lag > r.cfg.AcceptableRecoveryLag
@@ -120,11 +121,11 @@ func TestWarmupAsksForARebalanceOnceCaughtUp(t *testing.T) {
 	if !ok {
 		t.Fatal("the thread reported no member state")
 	}
-	if fmt.Sprint(s.Warmup) != "[1]" || s.AcceptableRecoveryLag != 5 || s.MaxWarmups != r.cfg.MaxWarmupReplicas {
-		t.Fatalf("member state %+v: want the claim [1] and the warm-up settings", s)
+	if fmt.Sprint(s.Warmup) != "[0_1]" || s.AcceptableRecoveryLag != 5 || s.MaxWarmups != r.cfg.MaxWarmupReplicas {
+		t.Fatalf("member state %+v: want the claim [0_1] and the warm-up settings", s)
 	}
-	if s.Offsets[1] < end-r.cfg.AcceptableRecoveryLag {
-		t.Fatalf("the join reports 0_1's state at %d, the changelog ends at %d: the warm-up's reads were not written first", s.Offsets[1], end)
+	if off := s.Offsets[processor.TaskID{Partition: 1}]; off < end-r.cfg.AcceptableRecoveryLag {
+		t.Fatalf("the join reports 0_1's state at %d, the changelog ends at %d: the warm-up's reads were not written first", off, end)
 	}
 	if err := run.stop(t); err != nil {
 		t.Fatal(err)
@@ -147,10 +148,10 @@ func TestRestoreReadsAloneWhileAStandbyFollows(t *testing.T) {
 	if err := storage.DropTask(r.cfg.Pebble, "0_0"); err != nil {
 		t.Fatal(err)
 	}
-	cl.AssignStandbys(p1)
+	cl.AssignStandbys(processor.TaskID{Partition: 1})
 	wait(t, "the standby", func() bool { return len(run.th.Snapshot().Standbys) == 1 })
 	restored := run.th.Stats.RestoredRecords.Load()
-	cl.AssignWithStandbys([]kclient.TP{p0}, []kclient.TP{p1})
+	cl.AssignWithStandbys([]kclient.TP{p0}, []processor.TaskID{{Partition: 1}})
 	wait(t, "task 0_0 restored and running", func() bool {
 		s := run.th.Snapshot()
 		return len(s.Tasks) == 1 && !s.Tasks[0].Restoring && len(s.Standbys) == 1

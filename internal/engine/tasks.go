@@ -64,9 +64,9 @@ type taskManager struct {
 	committedTime map[kclient.TP]int64
 	// standby: the standby tasks the thread follows (standby.go), warm-ups
 	// among them; claims: the tasks the group's assignor holds for the
-	// thread (by partition), which it follows as warm-ups if it may.
+	// thread, which it follows as warm-ups if it may.
 	standby map[processor.TaskID]*standbyTask
-	claims  []int32
+	claims  []processor.TaskID
 	// moved: the tasks made running after the session's first assignment
 	// (moved here by a rebalance: a scaled-out instance's first active
 	// tasks come after its warm-ups, in a later one) whose output no
@@ -81,10 +81,10 @@ type taskManager struct {
 }
 
 // followState is what a thread follows, for the group member's joins
-// (kclient.MemberState): its standby tasks' partitions (warm-ups
-// included), and the tasks held for it (claims, by partition).
+// (kclient.MemberState): its standby tasks (warm-ups included), and the
+// tasks held for it (claims).
 type followState struct {
-	standby, claims []int32
+	standby, claims []processor.TaskID
 }
 
 // clear forgets the whole assignment (its tasks already closed, its
@@ -104,7 +104,7 @@ func (m *taskManager) clear() {
 // marked as warm-ups (claims: the tasks held for the thread): it returns
 // the tasks added, the ones gone (whose reading the caller stops) and the
 // warm-ups, each in id order.
-func (m *taskManager) setStandbys(want map[processor.TaskID]bool, claims map[int32]bool) (added, gone, warm []processor.TaskID) {
+func (m *taskManager) setStandbys(want, claims map[processor.TaskID]bool) (added, gone, warm []processor.TaskID) {
 	for id := range m.standby {
 		if !want[id] {
 			delete(m.standby, id)
@@ -118,11 +118,11 @@ func (m *taskManager) setStandbys(want map[processor.TaskID]bool, claims map[int
 			m.standby[id] = sb
 			added = append(added, id)
 		}
-		if sb.warmup = claims[id.Partition]; sb.warmup {
+		if sb.warmup = claims[id]; sb.warmup {
 			warm = append(warm, id)
 		}
 	}
-	m.claims = slices.Sorted(maps.Keys(claims))
+	m.claims = slices.SortedFunc(maps.Keys(claims), compareTaskIDs)
 	m.publish()
 	for _, ids := range [][]processor.TaskID{added, gone, warm} {
 		slices.SortFunc(ids, compareTaskIDs)
@@ -139,12 +139,8 @@ func (m *taskManager) removeStandby(id processor.TaskID) {
 // publish keeps what the thread follows where the group member's join
 // reads it (following).
 func (m *taskManager) publish() {
-	var parts []int32
-	for id := range m.standby {
-		parts = append(parts, id.Partition)
-	}
-	slices.Sort(parts)
-	m.following.Store(&followState{standby: slices.Compact(parts), claims: m.claims})
+	standby := slices.SortedFunc(maps.Keys(m.standby), compareTaskIDs)
+	m.following.Store(&followState{standby: standby, claims: m.claims})
 }
 
 // dropTasks forgets the tasks (already closed), keeping what was read of

@@ -4,13 +4,14 @@ package kclient
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/eddy-go/eddy/processor"
 )
 
 // groupMember is a member of a kfake group in a test: what it owns and
@@ -20,8 +21,8 @@ type groupMember struct {
 	c       Consumer
 	mu      sync.Mutex
 	owned   []int32
-	standby []TP // of the last assignment
-	warmup  []TP // of the last assignment
+	standby []processor.TaskID // of the last assignment
+	warmup  []processor.TaskID // of the last assignment
 	log     []string
 	stop    chan struct{}
 	done    chan struct{}
@@ -78,6 +79,16 @@ func startMemberOn(t *testing.T, cons Consumer, state func() MemberState) *group
 	return m
 }
 
+// tasks returns offsets by partition as the offsets of sub-topology 0's
+// tasks.
+func tasks(offsets map[int32]int64) map[processor.TaskID]int64 {
+	out := make(map[processor.TaskID]int64, len(offsets))
+	for p, off := range offsets {
+		out[processor.TaskID{Partition: p}] = off
+	}
+	return out
+}
+
 func (m *groupMember) owns() []int32 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -126,9 +137,9 @@ func TestGroupPlacesTasksByReportedState(t *testing.T) {
 	}
 	defer c.Close()
 	cfg := Config{"bootstrap.servers": c.ListenAddrs()[0], "group.id": "g",
-		"session.timeout.ms": "6000", "heartbeat.interval.ms": "100"}
+		"session.timeout.ms": "6000", "heartbeat.interval.ms": "100", Subtopologies: [][]string{{"in"}}}
 	static := func(name string, offsets map[int32]int64) func() MemberState {
-		return func() MemberState { return MemberState{Process: name, Offsets: offsets, Standbys: 1} }
+		return func() MemberState { return MemberState{Process: name, Offsets: tasks(offsets), Standbys: 1} }
 	}
 	a := startMember(t, cfg, static("a", map[int32]int64{0: 50, 1: 50, 2: 50, 3: 50}))
 	defer a.end()
@@ -139,8 +150,8 @@ func TestGroupPlacesTasksByReportedState(t *testing.T) {
 	b.waitOwns([]int32{1, 3})
 	a.waitOwns([]int32{0, 2})
 	// Each follows the other's tasks as a standby.
-	a.waitFor("standbys", "[in-1 in-3]", func() string { return fmt.Sprint(a.standby) })
-	b.waitFor("standbys", "[in-0 in-2]", func() string { return fmt.Sprint(b.standby) })
+	a.waitFor("standbys", "[0_1 0_3]", func() string { return fmt.Sprint(a.standby) })
+	b.waitFor("standbys", "[0_0 0_2]", func() string { return fmt.Sprint(b.standby) })
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, e := range a.log[4:] {
@@ -162,10 +173,10 @@ func TestGroupWarmsUpThenMoves(t *testing.T) {
 	}
 	defer c.Close()
 	cfg := Config{"bootstrap.servers": c.ListenAddrs()[0], "group.id": "g",
-		"session.timeout.ms": "6000", "heartbeat.interval.ms": "100"}
+		"session.timeout.ms": "6000", "heartbeat.interval.ms": "100", Subtopologies: [][]string{{"in"}}}
 	full := map[int32]int64{0: 1000, 1: 1000, 2: 1000, 3: 1000}
 	a := startMember(t, cfg, func() MemberState {
-		return MemberState{Process: "a", Offsets: full, AcceptableRecoveryLag: 10, MaxWarmups: 2}
+		return MemberState{Process: "a", Offsets: tasks(full), AcceptableRecoveryLag: 10, MaxWarmups: 2}
 	})
 	defer a.end()
 	a.waitOwns([]int32{0, 1, 2, 3})
@@ -176,15 +187,10 @@ func TestGroupWarmsUpThenMoves(t *testing.T) {
 	b := startMember(t, cfg, func() MemberState {
 		mu.Lock()
 		defer mu.Unlock()
-		s := MemberState{Process: "b", Offsets: maps.Clone(bState), AcceptableRecoveryLag: 10, MaxWarmups: 2}
+		s := MemberState{Process: "b", Offsets: tasks(bState), AcceptableRecoveryLag: 10, MaxWarmups: 2}
 		if bMember != nil {
 			bMember.mu.Lock()
-			for _, tp := range bMember.warmup {
-				s.Warmup = append(s.Warmup, tp.Partition)
-			}
-			for _, tp := range bMember.standby {
-				s.Standby = append(s.Standby, tp.Partition)
-			}
+			s.Warmup, s.Standby = slices.Clone(bMember.warmup), slices.Clone(bMember.standby)
 			bMember.mu.Unlock()
 		}
 		return s
@@ -193,7 +199,7 @@ func TestGroupWarmsUpThenMoves(t *testing.T) {
 	bMember = b
 	mu.Unlock()
 	defer b.end()
-	b.waitFor("warm-ups", "[in-2 in-3]", func() string { return fmt.Sprint(b.warmup) })
+	b.waitFor("warm-ups", "[0_2 0_3]", func() string { return fmt.Sprint(b.warmup) })
 	if got := b.owns(); len(got) != 0 {
 		t.Fatalf("b owns %v before its warm-ups caught up", got)
 	}

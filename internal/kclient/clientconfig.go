@@ -36,6 +36,8 @@ type clientConfig struct {
 	readCommitted bool
 	reset         Reset            // auto.offset.reset (the default: the end)
 	resets        map[string]Reset // TopicResets: per topic, over reset
+	// subtopologies: the source topics of each sub-topology (Subtopologies).
+	subtopologies [][]string
 	// member: the group member's options (timeouts).
 	member []kgo.Opt
 	// producer: the producer's options; txnID its transactional.id.
@@ -148,6 +150,12 @@ func parseClientConfig(cfg Config) (c clientConfig, err error) {
 				return c, fmt.Errorf("kclient: %s is a map[string]kclient.Reset, not %T", k, cfg[k])
 			}
 			c.resets = r
+		case Subtopologies:
+			st, ok := cfg[k].([][]string)
+			if !ok {
+				return c, fmt.Errorf("kclient: %s is a [][]string, not %T", k, cfg[k])
+			}
+			c.subtopologies = st
 		case "isolation.level":
 			switch str(k) {
 			case "read_committed":

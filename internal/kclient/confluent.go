@@ -18,7 +18,7 @@ import (
 func (c Config) cm() *kafka.ConfigMap {
 	m := kafka.ConfigMap{}
 	for k, v := range c {
-		if k != TopicResets { // the fetcher's
+		if k != TopicResets && k != Subtopologies { // the fetcher's, and eddy's assignor's
 			m[k] = v
 		}
 	}

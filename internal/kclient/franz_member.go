@@ -107,16 +107,16 @@ func (m *franzMember) subscribe(topics []string, onRebalance func(Rebalance) err
 		return errors.New("kclient: subscribing needs a group.id")
 	}
 	m.onRebalance, m.assigned, m.revoked = onRebalance, assigned, revoked
-	assignor := &taskAssignor{state: m.state}
+	extras, balancers := taskBalancers(m.conf.subtopologies, m.state)
 	opts := append(append([]kgo.Opt{}, m.conf.conn...), m.conf.member...)
 	opts = append(opts,
 		kgo.ConsumerGroup(m.conf.group),
 		kgo.ConsumeTopics(topics...),
-		kgo.Balancers(assignor, kgo.RangeBalancer()),
+		kgo.Balancers(append(balancers, kgo.RangeBalancer())...),
 		kgo.DisableAutoCommit(),
 		kgo.WithHooks(groupErrorHook{m.errs}),
 		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, a map[string][]int32) {
-			got := assignor.take()
+			got := extras.take()
 			m.handOver(ctx, Rebalance{Assigned: tpsOf(a), Standby: got.standby, Warmup: got.warmup})
 			if got.followUp {
 				// A task moves in two steps: every member rejoins now,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eddy-go/eddy/internal/rt"
+	"github.com/eddy-go/eddy/processor"
 )
 
 // Config is a client's configuration: standard Kafka client property names
@@ -39,18 +40,17 @@ type Rebalance struct {
 	// timeout, fencing); nothing may be committed for them.
 	Lost bool
 	// Standby, with an assignment (Assigned, possibly empty, and nothing
-	// Revoked), is every partition the member follows as a standby: the
-	// changelogs of the tasks reading them are kept in local state, ready
-	// for the member to take a task over. Only eddy's assignor gives
-	// standbys.
-	Standby []TP
-	// Warmup, a subset of Standby, are the partitions of tasks the
-	// assignor would move to this member but kept where they are because
-	// the member's instance holds too little of their state (KIP-441
-	// warm-up tasks): once one is caught up (within the group's
+	// Revoked), is every task the member follows as a standby: the
+	// changelogs of its stores are kept in local state, ready for the
+	// member to take the task over. Only eddy's assignor gives standbys.
+	Standby []processor.TaskID
+	// Warmup, a subset of Standby, are the tasks the assignor would move
+	// to this member but kept where they are because the member's
+	// instance holds too little of their state (KIP-441 warm-up tasks):
+	// once one is caught up (within the group's
 	// MemberState.AcceptableRecoveryLag), the member asks for a rebalance
 	// (StateReporter.Rejoin) and the task moves here.
-	Warmup []TP
+	Warmup []processor.TaskID
 }
 
 // Consumer is a group member (or, with no group, an assign-only reader).
@@ -93,22 +93,21 @@ type MemberState struct {
 	// Process identifies the instance; its stream threads share its local
 	// state.
 	Process string
-	// Offsets holds, for each task (by partition: a task is the partition
-	// of every topic the group reads) whose state the instance keeps, the
+	// Offsets holds, for each task whose state the instance keeps, the
 	// sum of its stores' changelog offsets: the higher, the less a restore
 	// there has to read.
-	Offsets map[int32]int64
+	Offsets map[processor.TaskID]int64
 	// Standbys is how many standby copies of each task the instance wants
 	// (Kafka Streams' num.standby.replicas; 0 for a topology without
 	// logged stores); the group's leader places as many as the largest
 	// number a member asks for.
 	Standbys int
-	// Standby lists the member's standby tasks now (by partition), which
-	// it keeps if it may: its standbys and warm-ups.
-	Standby []int32
-	// Warmup lists the member's warm-ups now (Rebalance.Warmup, by
-	// partition): tasks the assignor is to give it once caught up.
-	Warmup []int32
+	// Standby lists the member's standby tasks now, which it keeps if it
+	// may: its standbys and warm-ups.
+	Standby []processor.TaskID
+	// Warmup lists the member's warm-ups now (Rebalance.Warmup): tasks the
+	// assignor is to give it once caught up.
+	Warmup []processor.TaskID
 	// AcceptableRecoveryLag is how far (changelog records, summed over a
 	// task's stores) an instance's state of a task may be behind the
 	// task's current owner's for the task to move there at once (Kafka

@@ -403,23 +403,23 @@ func (c *Cluster) AssignPartitions(tps ...kclient.TP) {
 }
 
 // AssignWithStandbys gives tps to the member at its next poll, besides what
-// it has, in an assignment whose standby partitions are standby.
-func (c *Cluster) AssignWithStandbys(tps, standby []kclient.TP) {
+// it has, in an assignment whose standby tasks are standby.
+func (c *Cluster) AssignWithStandbys(tps []kclient.TP, standby []processor.TaskID) {
 	c.push(rebalanceEvent{only: tps, standby: standby})
 }
 
 // AssignStandbys gives the member, at its next poll, an assignment of no
-// new partition whose standby partitions are tps (none when empty), as
-// eddy's assignor sends the whole standby set with every assignment
+// new partition whose standby tasks are ids (none when empty), as eddy's
+// assignor sends the whole standby set with every assignment
 // (AssignPartitions and Revoke's reassignment give none).
-func (c *Cluster) AssignStandbys(tps ...kclient.TP) {
-	c.push(rebalanceEvent{only: []kclient.TP{}, standby: tps})
+func (c *Cluster) AssignStandbys(ids ...processor.TaskID) {
+	c.push(rebalanceEvent{only: []kclient.TP{}, standby: ids})
 }
 
 // AssignWarmups gives the member, at its next poll, an assignment of no
-// new partition whose standby partitions are standby and warmup, warmup
+// new partition whose standby tasks are standby and warmup, warmup
 // being its warm-ups (tasks the assignor would move to it once caught up).
-func (c *Cluster) AssignWarmups(standby, warmup []kclient.TP) {
+func (c *Cluster) AssignWarmups(standby, warmup []processor.TaskID) {
 	c.push(rebalanceEvent{only: []kclient.TP{}, standby: append(slices.Clone(standby), warmup...), warmup: warmup})
 }
 

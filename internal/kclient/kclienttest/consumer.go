@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/processor"
 	"github.com/eddy-go/eddy/internal/rt"
 )
 
@@ -34,9 +35,9 @@ type rebalanceEvent struct {
 	// only: a cooperative rebalance's partitions (revoked, or assigned
 	// besides what the member keeps); nil: the whole assignment.
 	only []kclient.TP
-	// standby: an assignment's standby partitions, warmup the warm-ups
-	// among them.
-	standby, warmup []kclient.TP
+	// standby: an assignment's standby tasks, warmup the warm-ups among
+	// them.
+	standby, warmup []processor.TaskID
 }
 
 type position struct {
