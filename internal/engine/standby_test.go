@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/eddy-go/eddy/internal/kclient"
-	"github.com/eddy-go/eddy/processor"
 	"github.com/eddy-go/eddy/internal/kclient/kclienttest"
 	"github.com/eddy-go/eddy/internal/storage"
+	"github.com/eddy-go/eddy/processor"
 )
 
 // A standby follows its task's changelog while another instance runs the

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/eddy-go/eddy/internal/kclient"
-	"github.com/eddy-go/eddy/processor"
 	"github.com/eddy-go/eddy/internal/rt"
+	"github.com/eddy-go/eddy/processor"
 )
 
 // Consumer is a fake kclient.Consumer: a group member when it subscribes,
