@@ -167,9 +167,10 @@ func TestScaleOutWithWarmUpsFromZeroPausesNoPartition(t *testing.T) {
 		from := time.Now()
 		w1 := a.start(fmt.Sprintf("p1-%d", i), args...)
 		deadline := time.Now().Add(3 * time.Minute)
-		for len(w1.inputPartitions(t)) < parts/2 {
+		for len(w1.countingPartitions(t)) < parts/2 || len(w1.inputPartitions(t)) < parts/2 {
 			if time.Now().After(deadline) {
-				t.Fatalf("repetition %d: p1 owns input partitions %v 3m after joining; want %d; log:\n%s", i, w1.inputPartitions(t), parts/2, tail(w1.log))
+				t.Fatalf("repetition %d: p1 owns the tasks of partitions %v (input) and %v (counting) 3m after joining; want %d each; log:\n%s",
+					i, w1.inputPartitions(t), w1.countingPartitions(t), parts/2, tail(w1.log))
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -194,9 +195,9 @@ func TestScaleOutWithWarmUpsFromZeroPausesNoPartition(t *testing.T) {
 		worst = max(worst, longest)
 		w1.stop(t)
 		deadline = time.Now().Add(3 * time.Minute)
-		for len(w0.inputPartitions(t)) < parts {
+		for len(w0.inputPartitions(t)) < parts || len(w0.countingPartitions(t)) < parts {
 			if time.Now().After(deadline) {
-				t.Fatalf("repetition %d: p0 owns %v 3m after p1 stopped; want all %d", i, w0.inputPartitions(t), parts)
+				t.Fatalf("repetition %d: p0 owns the tasks of %v (input) and %v (counting) 3m after p1 stopped; want all %d", i, w0.inputPartitions(t), w0.countingPartitions(t), parts)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

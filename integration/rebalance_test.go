@@ -31,9 +31,9 @@ func TestSurvivorKeepsProcessingWhenAnInstanceDies(t *testing.T) {
 	// p1's share moves to it once its warm-ups caught up: the kill comes
 	// after that.
 	deadline := time.Now().Add(2 * time.Minute)
-	for len(w1.inputPartitions(t)) == 0 {
+	for len(w1.countingPartitions(t)) == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("p1 took no input partition within 2m; log:\n%s", tail(w1.log))
+			t.Fatalf("p1 took no counting task within 2m; log:\n%s", tail(w1.log))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -123,9 +123,18 @@ func (w *worker) rebalanceEntries() []map[string]any {
 }
 
 // inputPartitions returns the input partitions the worker's tasks of the
-// first subtopology (0_p) hold, as its log of assignments and cooperative
-// revocations says.
-func (w *worker) inputPartitions(t *testing.T) []int32 {
+// first sub-topology (0_p: reading the input) hold, as its log of
+// assignments and cooperative revocations says.
+func (w *worker) inputPartitions(t *testing.T) []int32 { return w.ownedTasks(t, 0) }
+
+// countingPartitions returns the partitions of the word-count's counting
+// tasks (1_p: the stateful sub-topology, after the repartition) the worker
+// holds.
+func (w *worker) countingPartitions(t *testing.T) []int32 { return w.ownedTasks(t, 1) }
+
+// ownedTasks returns the partitions of the worker's tasks of sub-topology
+// sub, as its log of assignments and cooperative revocations says.
+func (w *worker) ownedTasks(t *testing.T, sub int) []int32 {
 	t.Helper()
 	owned := map[int32]bool{}
 	for _, e := range w.rebalanceEntries() {
@@ -133,7 +142,7 @@ func (w *worker) inputPartitions(t *testing.T) []int32 {
 		switch e["msg"] {
 		case "partitions assigned":
 			for _, id := range tasks {
-				if p, ok := firstSubtopologyPartition(t, id); ok {
+				if s, p := taskOf(t, id); s == sub {
 					owned[p] = true
 				}
 			}
@@ -142,7 +151,7 @@ func (w *worker) inputPartitions(t *testing.T) []int32 {
 				clear(owned)
 			}
 			for _, id := range tasks {
-				if p, ok := firstSubtopologyPartition(t, id); ok {
+				if s, p := taskOf(t, id); s == sub {
 					delete(owned, p)
 				}
 			}
@@ -153,17 +162,19 @@ func (w *worker) inputPartitions(t *testing.T) []int32 {
 	return slices.Sorted(maps.Keys(owned))
 }
 
-func firstSubtopologyPartition(t *testing.T, id any) (int32, bool) {
+// taskOf reads a task id ("1_3") of a log line.
+func taskOf(t *testing.T, id any) (sub int, partition int32) {
 	s := fmt.Sprint(id)
-	sub, part, ok := strings.Cut(s, "_")
+	a, b, ok := strings.Cut(s, "_")
 	if !ok {
 		t.Fatalf("task id %q in a log line", s)
 	}
-	p, err := strconv.Atoi(part)
-	if err != nil {
-		t.Fatalf("task id %q in a log line: %v", s, err)
+	st, err1 := strconv.Atoi(a)
+	p, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("task id %q in a log line", s)
 	}
-	return int32(p), sub == "0"
+	return st, int32(p)
 }
 
 // With one standby replica, a SIGKILLed instance's tasks resume on the
@@ -198,14 +209,14 @@ func TestStandbyTakesOverAfterSIGKILL(t *testing.T) {
 	waitStandbysCaughtUp(t, w1)
 	a.feed(120_000, 5_000)
 
-	var theirs []int32 // p1's input partitions when it dies
+	var theirs []int32 // the partitions of p1's counting tasks when it dies
 	var before int     // p0's log lines then
 	var changelog map[int32]int64
 	var killed time.Time
 	a.strike("SIGKILL of p1", 0.15, 0.45, func() {
 		w1.kill(t)
 		killed = time.Now()
-		theirs = w1.inputPartitions(t)
+		theirs = w1.countingPartitions(t)
 		before = len(w0.all())
 		changelog = kafkatest.EndOffsets(t, brokers, a.app+"-counts-changelog")
 	})
@@ -315,11 +326,12 @@ func TestScaleOutWarmsUpFirst(t *testing.T) {
 	a.feed(100_000, 4_000)
 	var w1 *worker
 	a.strike("p1 joins", 0.1, 0.4, func() { w1 = a.start("p1", args...) })
-	// p1 takes its share of tasks, the warm-ups caught up first.
+	// p1 takes its share of the counting tasks, the warm-ups caught up
+	// first (the stateless tasks reading the input move at once).
 	deadline := time.Now().Add(3 * time.Minute)
-	for len(w1.inputPartitions(t)) < 3 {
+	for len(w1.countingPartitions(t)) < 3 {
 		if time.Now().After(deadline) {
-			t.Fatalf("p1 owns input partitions %v 3m after joining; want 3; log:\n%s", w1.inputPartitions(t), tail(w1.log))
+			t.Fatalf("p1 owns counting tasks of partitions %v 3m after joining; want 3; log:\n%s", w1.countingPartitions(t), tail(w1.log))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -327,9 +339,9 @@ func TestScaleOutWarmsUpFirst(t *testing.T) {
 	w1.stop(t)
 	w0.stop(t)
 
-	// In p1's log: warm-ups before any task, a caught-up warm-up asking for
-	// the rebalance, and restores of the moved tasks that read a small
-	// part of their changelogs.
+	// In p1's log: warm-ups before any stateful task, a caught-up warm-up
+	// asking for the rebalance, and restores of the moved tasks that read
+	// a small part of their changelogs.
 	var warmed, asked, firstTask int = -1, -1, -1
 	for i, e := range w1.all() {
 		switch e["msg"] {
@@ -342,13 +354,14 @@ func TestScaleOutWarmsUpFirst(t *testing.T) {
 				asked = i
 			}
 		case "partitions assigned":
-			if ts, _ := e["tasks"].([]any); len(ts) > 0 && firstTask < 0 {
+			ts, _ := e["tasks"].([]any)
+			if firstTask < 0 && slices.ContainsFunc(ts, func(id any) bool { s, _ := taskOf(t, id); return s == 1 }) {
 				firstTask = i
 			}
 		}
 	}
 	if warmed < 0 || asked < 0 || firstTask < warmed || firstTask < asked {
-		t.Fatalf("p1's log: first warm-up at line %d, first caught-up warm-up at %d, first task at %d; want warm-ups, then tasks; log:\n%s", warmed, asked, firstTask, tail(w1.log))
+		t.Fatalf("p1's log: first warm-up at line %d, first caught-up warm-up at %d, first task at %d; want warm-ups, then counting tasks; log:\n%s", warmed, asked, firstTask, tail(w1.log))
 	}
 	total := a.changelogRecords()
 	restored := w1.restored()

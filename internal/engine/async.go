@@ -44,18 +44,6 @@ func (w *asyncWaits) wait(max time.Duration) {
 	}
 }
 
-// asyncHeld reports whether a running task holds records in async calls.
-func (th *Thread) asyncHeld() bool {
-	for _, tk := range th.tm.order {
-		if tk.state == taskRunning && tk.t.AsyncHeld() > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-func (th *Thread) asyncEnv() *rt.AsyncEnv { return th.async.env }
-
 // asyncWaitMax is the longest a thread waits for an async call before it
 // polls again.
 const asyncWaitMax = 10 * time.Millisecond
@@ -63,7 +51,7 @@ const asyncWaitMax = 10 * time.Millisecond
 // waitForCalls, after a round that processed nothing while tasks wait for
 // calls, waits for one to complete (at most until the next commit is due).
 func (th *Thread) waitForCalls(processed bool) {
-	if processed || !th.asyncHeld() {
+	if processed || !th.tm.reg.asyncHeld() {
 		return
 	}
 	th.async.wait(min(asyncWaitMax, th.cfg.CommitInterval-time.Since(th.lastCommit)))
@@ -74,8 +62,8 @@ func (th *Thread) waitForCalls(processed bool) {
 // calls done. Every task's calls run meanwhile (a task-by-task drain
 // would leave all but one task's slots idle).
 func (th *Thread) drainCalls() error {
-	for th.asyncHeld() {
-		for _, tk := range th.tm.order {
+	for th.tm.reg.asyncHeld() {
+		for _, tk := range th.tm.reg.order {
 			if tk.state != taskRunning {
 				continue
 			}
@@ -83,7 +71,7 @@ func (th *Thread) drainCalls() error {
 				return err
 			}
 		}
-		if th.asyncHeld() {
+		if th.tm.reg.asyncHeld() {
 			th.async.wait(asyncWaitMax)
 		}
 	}

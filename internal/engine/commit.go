@@ -9,16 +9,7 @@ import (
 
 	"github.com/eddy-go/eddy/internal/kclient"
 	"github.com/eddy-go/eddy/internal/rt"
-	"github.com/eddy-go/eddy/processor"
 )
-
-// changelogRef names the store a changelog partition belongs to, and
-// counts the records sent to it since the last commit.
-type changelogRef struct {
-	task  processor.TaskID
-	store string
-	n     int64
-}
 
 // Send implements rt.Collector: records go to the producer, inside the
 // open transaction under exactly-once.
@@ -28,13 +19,7 @@ func (th *Thread) Send(t *rt.Task, rec *rt.OutRecord) error {
 	}
 	th.dirty = true
 	if rec.Store != "" {
-		tp := kclient.TP{Topic: rec.Topic, Partition: rec.Partition}
-		ref := th.written[tp]
-		if ref == nil {
-			ref = &changelogRef{task: t.ID(), store: rec.Store}
-			th.written[tp] = ref
-		}
-		ref.n++
+		th.stores.sent(t.ID(), rec)
 	}
 	if err := th.producer.Produce(rec); err != nil {
 		return err // a refused record (rt.ErrRecordRefused) goes to the handler
@@ -54,6 +39,18 @@ func (th *Thread) Send(t *rt.Task, rec *rt.OutRecord) error {
 // Partitions implements rt.Collector.
 func (th *Thread) Partitions(topic string) (int32, error) { return th.sinks.partitions(th, topic) }
 
+// dropUncommitted forgets everything since the last commit: the open
+// transaction (aborted), delivery failures, the changelog ends to store,
+// the write sets, and what each task's caches held. An error means the
+// producer could not abort: it is unusable.
+func (th *Thread) dropUncommitted(ctx context.Context) error {
+	err := th.guarantee.abort(ctx)
+	th.stores.discard()
+	th.tm.discardUncommitted()
+	th.dirty = false
+	return err
+}
+
 // commit makes everything processed since the last commit durable: flush
 // the stores' caches (forwarding what they held back) while the input
 // offsets go out, commit the records sent and the offsets together
@@ -70,7 +67,7 @@ func (th *Thread) commit(final bool) error {
 	defer th.watch.mark(th.watch.mark(doingCommitOffsets))
 	// What the stores' reads hold in Pebble is let go every interval, so
 	// that an idle thread does not keep old memtables and tables alive.
-	defer th.wsP.ReleaseReads()
+	defer th.stores.pebble.ReleaseReads()
 	// The offsets do not depend on the flush (it forwards what the caches
 	// held back; no input is read), so they go out first and the two
 	// overlap.
@@ -78,9 +75,9 @@ func (th *Thread) commit(final bool) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := th.callCtx()
+	ctx, cancel := callCtx(th.ctx)
 	defer cancel()
-	meta := th.offsetMeta(offsets)
+	meta := th.tm.reg.offsetMeta(offsets)
 	if err := th.guarantee.sendOffsets(ctx, offsets, meta); err != nil {
 		return th.commitFailed(err)
 	}
@@ -91,7 +88,7 @@ func (th *Thread) commit(final bool) error {
 		return rejoinIfFatal(err)
 	}
 	th.watch.mark(doingFlushCaches)
-	for _, tk := range th.tm.order {
+	for _, tk := range th.tm.reg.order {
 		if tk.state != taskRunning {
 			continue
 		}
@@ -103,23 +100,23 @@ func (th *Thread) commit(final bool) error {
 	if !th.dirty && !th.guarantee.pending() && len(offsets) == 0 {
 		// Nothing new; positions past transaction markers are committed
 		// too. The stores are still in step with their changelogs.
-		th.tm.committedAt(nil)
-		if th.markSynced(at, final) {
-			return th.applyStores()
+		th.tm.reg.committedAt(nil)
+		if th.stores.markSynced(th.tm.reg.runningIDs(), at, final) {
+			return th.stores.apply()
 		}
 		return nil
 	}
-	ends, err := th.guarantee.commit(ctx, offsets, meta, th.written)
+	ends, err := th.guarantee.commit(ctx, offsets, meta, th.stores.written)
 	if err != nil {
 		return th.commitFailed(err)
 	}
-	th.storeChangelogEnds(ends)
-	th.markSynced(at, final)
+	th.stores.storeEnds(ends, th.log)
+	th.stores.markSynced(th.tm.reg.runningIDs(), at, final)
 	th.watch.mark(doingApplyStores)
-	if err := th.applyStores(); err != nil {
+	if err := th.stores.apply(); err != nil {
 		return err
 	}
-	th.tm.committedAt(offsets)
+	th.tm.reg.committedAt(offsets)
 	th.dirty = false
 	th.Health.up(th.log)
 	th.Stats.Commits.Add(1)
@@ -131,76 +128,21 @@ func (th *Thread) commit(final bool) error {
 	return th.maybePurge()
 }
 
-// applyStores applies the write sets: what the commit's tasks wrote, with
-// their changelog offsets and synced times.
-func (th *Thread) applyStores() error {
-	if err := th.wsM.Commit(); err != nil {
-		return fmt.Errorf("committing in-memory stores: %w", err)
-	}
-	if err := th.wsP.Commit(); err != nil {
-		return fmt.Errorf("committing stores: %w", err)
-	}
-	return nil
-}
-
-// syncedEvery is how often a thread's commits write its stores' synced
-// times: more often only makes a crashed instance's state a little younger.
-const syncedEvery = time.Second
-
-// markSynced records, with the write sets' next commit, that the logged
-// stores of every task the thread runs (restored) are in step with their
-// changelogs as of at, the time the commit began (storage.SyncedAt): every
-// record written to a changelog before then is in its store or after its
-// stored offset. It does so once per syncedEvery, or when final, and
-// reports whether it did.
-func (th *Thread) markSynced(at int64, final bool) bool {
-	if !final && at-th.syncedAt < syncedEvery.Milliseconds() {
-		return false
-	}
-	for _, tk := range th.tm.order {
-		if tk.state != taskRunning {
-			continue
+// logEnds returns a function that reads partitions' high watermarks with
+// adm, asking the brokers once for at most five seconds (exactly-once's
+// commit, for changelogs whose end it does not know: during an outage they
+// stay unknown a while longer).
+func logEnds(adm *lazyAdmin) logEndsFunc {
+	return func(ctx context.Context, tps []kclient.TP) (map[kclient.TP]int64, error) {
+		a, err := adm.get()
+		if err != nil {
+			return nil, err
 		}
-		for _, s := range th.cfg.Program.Subtopologies[tk.id.Subtopology].Stores {
-			if spec := s.Builder.Spec(); spec.Logged {
-				th.writeSet(spec.Name).SetSynced(tk.id.String(), spec.Name, at)
-			}
-		}
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, ends, err := a.Offsets(ctx, tps, false)
+		return ends, err
 	}
-	th.syncedAt = at
-	return true
-}
-
-// storeChangelogEnds records, with the stores' writes, where each written
-// changelog partition ends now that its records are committed. Only this
-// task writes its changelog partition, so everything below the end is this
-// store's history (or aborted records and transaction markers, which
-// restore skips anyway). A partition whose end is not known keeps its older
-// stored offset: a restore then replays a few records the store already
-// has, which changes nothing.
-func (th *Thread) storeChangelogEnds(ends map[kclient.TP]int64) {
-	for tp, ref := range th.written {
-		if end, ok := ends[tp]; ok {
-			th.writeSet(ref.store).SetOffset(ref.task.String(), ref.store, end)
-		} else {
-			th.log.Debug("changelog end unknown after commit; the stored offset stays behind", zap.Stringer("partition", tp))
-		}
-	}
-	clear(th.written)
-}
-
-// logEnds returns the partitions' high watermarks, asking the brokers once
-// for at most five seconds (exactly-once's commit, for changelogs whose end
-// it does not know: during an outage they stay unknown a while longer).
-func (th *Thread) logEnds(ctx context.Context, tps []kclient.TP) (map[kclient.TP]int64, error) {
-	adm, err := th.adm.get()
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_, ends, err := adm.Offsets(ctx, tps, false)
-	return ends, err
 }
 
 // commitOffsets returns the offsets to commit: after the last processed
@@ -210,7 +152,7 @@ func (th *Thread) logEnds(ctx context.Context, tps []kclient.TP) (map[kclient.TP
 func (th *Thread) commitOffsets() (map[kclient.TP]int64, error) {
 	offsets := map[kclient.TP]int64{}
 	var drained []kclient.TP
-	for tp, p := range th.tm.parts {
+	for tp, p := range th.tm.reg.parts {
 		if p.task.state != taskRunning {
 			continue
 		}
@@ -227,13 +169,13 @@ func (th *Thread) commitOffsets() (map[kclient.TP]int64, error) {
 			return nil, fmt.Errorf("reading consumer positions: %w", err)
 		}
 		for tp, off := range pos {
-			if off > offsets[tp] && (th.tm.parts[tp].next >= 0 || off > th.tm.committed[tp]) {
+			if off > offsets[tp] && (th.tm.reg.parts[tp].next >= 0 || off > th.tm.reg.committed[tp]) {
 				offsets[tp] = off
 			}
 		}
 	}
 	for tp, off := range offsets {
-		if c, ok := th.tm.committed[tp]; ok && off <= c {
+		if c, ok := th.tm.reg.committed[tp]; ok && off <= c {
 			delete(offsets, tp)
 		}
 	}
@@ -248,8 +190,8 @@ func (th *Thread) maybePurge() error {
 		return nil
 	}
 	before := map[kclient.TP]int64{}
-	for tp := range th.tm.parts {
-		if off, ok := th.tm.committed[tp]; ok && off > 0 && th.isRepartition(tp.Topic) {
+	for tp := range th.tm.reg.parts {
+		if off, ok := th.tm.reg.committed[tp]; ok && off > 0 && isRepartition(th.cfg, tp.Topic) {
 			before[tp] = off
 		}
 	}
@@ -272,40 +214,29 @@ func (th *Thread) maybePurge() error {
 	return nil
 }
 
-func (th *Thread) isRepartition(topic string) bool {
-	for _, t := range th.cfg.Program.InternalTopics {
-		if t.Repartition && rt.InternalTopicName(th.cfg.AppID, t.Name) == topic {
+// isRepartition reports whether topic is one of the app's repartition
+// topics.
+func isRepartition(cfg *Config, topic string) bool {
+	for _, t := range cfg.Program.InternalTopics {
+		if t.Repartition && rt.InternalTopicName(cfg.AppID, t.Name) == topic {
 			return true
 		}
 	}
 	return false
 }
 
-// offsetMeta is the metadata committed with each offset: its task's stream
-// time (see encodeStreamTime).
-func (th *Thread) offsetMeta(offsets map[kclient.TP]int64) map[kclient.TP]string {
-	meta := make(map[kclient.TP]string, len(offsets))
-	for tp := range offsets {
-		if p := th.tm.parts[tp]; p != nil {
-			if ts := p.task.t.StreamTime(); ts >= 0 {
-				meta[tp] = encodeStreamTime(ts)
-			}
-		}
-	}
-	return meta
-}
-
-// callCtx bounds a call to the brokers: while the thread runs, only by the
+// callCtx bounds a call to the brokers of the thread whose context is
+// thread: while the thread runs, only by the
 // thread stopping (an outage is waited out), and then only stopGrace later,
 // so that a commit under way when the app is told to stop completes rather
 // than aborting (the tasks' next owner would process its interval again);
 // once the thread stops, by a minute.
-func (th *Thread) callCtx() (context.Context, context.CancelFunc) {
-	if th.ctx.Err() != nil {
+func callCtx(thread context.Context) (context.Context, context.CancelFunc) {
+	if thread.Err() != nil {
 		return context.WithTimeout(context.Background(), time.Minute)
 	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(th.ctx))
-	stop := context.AfterFunc(th.ctx, func() {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(thread))
+	stop := context.AfterFunc(thread, func() {
 		t := time.NewTimer(stopGrace)
 		defer t.Stop()
 		select {

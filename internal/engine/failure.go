@@ -25,7 +25,7 @@ import (
 //     retried with backoff until it works or the thread stops (health.go):
 //     an outage is waited out, however long, and never ends the app.
 //   - A failed commit under exactly-once aborts the transaction and rewinds
-//     to the last commit (abortAndRewind); so does, under at-least-once, a
+//     to the last commit (taskManager.rewind); so does, under at-least-once, a
 //     record whose delivery failed transiently (it timed out while the
 //     brokers were away): the records since the last commit are processed
 //     again. So does a failed at-least-once offset commit: the records are
@@ -72,7 +72,7 @@ func (th *Thread) commitFailed(err error) error {
 		return fmt.Errorf("%w: %w", errRejoin, err)
 	case th.cfg.ExactlyOnce:
 		th.log.Warn("transaction failed; aborting", zap.Error(err))
-		return th.abortAndRewind(err)
+		return th.tm.rewind(err)
 	case errors.As(err, &oce):
 		// At-least-once: the records are acknowledged, the offsets are
 		// not committed, and the partitions may already be another
@@ -84,10 +84,10 @@ func (th *Thread) commitFailed(err error) error {
 		// records, later restored from there and skipped them — counts
 		// lost). Processing starts again from the last commit.
 		th.log.Warn("committing offsets failed; processing again from the last commit", zap.Error(err))
-		return th.abortAndRewind(err)
+		return th.tm.rewind(err)
 	case kclient.IsTransient(err):
 		th.log.Warn("records not delivered; processing again from the last commit", zap.Error(err))
-		return th.abortAndRewind(err)
+		return th.tm.rewind(err)
 	}
 	return err
 }

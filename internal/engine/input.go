@@ -60,12 +60,12 @@ func (th *Thread) poll() error {
 		return err
 	}
 	buffered := 0
-	for _, p := range th.tm.parts {
+	for _, p := range th.tm.reg.parts {
 		if p.task.state == taskRunning {
 			buffered += p.size()
 		}
 	}
-	limit := th.cfg.MaxBufferedRecords * max(len(th.tm.parts), 1)
+	limit := th.cfg.MaxBufferedRecords * max(len(th.tm.reg.parts), 1)
 	if th.behind {
 		// A task waits for a partition whose records are on their way:
 		// they come after what the consumer holds, so take it even past
@@ -77,7 +77,7 @@ func (th *Thread) poll() error {
 		return nil
 	}
 	timeout := 50 * time.Millisecond
-	if (buffered > 0 && !th.behind) || th.restore.active() || th.asyncHeld() {
+	if (buffered > 0 && !th.behind) || th.tm.restoring() || th.tm.reg.asyncHeld() {
 		timeout = 0 // (waiting for async calls: waitForCalls)
 	}
 	for ; buffered < limit; buffered++ {
@@ -109,7 +109,7 @@ func (th *Thread) poll() error {
 		if th.Health.isDown() {
 			th.Health.up(th.log)
 		}
-		p := th.tm.parts[kclient.TP{Topic: r.Topic, Partition: r.Partition}]
+		p := th.tm.reg.parts[kclient.TP{Topic: r.Topic, Partition: r.Partition}]
 		if p == nil {
 			continue // a partition no longer ours
 		}
@@ -132,7 +132,7 @@ func (th *Thread) poll() error {
 // buffer is processed, reading on where the buffer ends.
 func (th *Thread) holdBack() error {
 	var free []kclient.TP
-	for tp, p := range th.tm.parts {
+	for tp, p := range th.tm.reg.parts {
 		if p.held && p.size() <= th.cfg.MaxBufferedRecords/2 {
 			p.held = false
 			free = append(free, tp)
@@ -147,7 +147,7 @@ func (th *Thread) holdBack() error {
 	for _, tp := range free {
 		// Read on after what the buffer holds (librdkafka would skip what
 		// it had prefetched).
-		p := th.tm.parts[tp]
+		p := th.tm.reg.parts[tp]
 		at := p.next
 		if p.size() > 0 {
 			at = p.buf[len(p.buf)-1].Offset + 1
@@ -179,51 +179,6 @@ func (th *Thread) hold(p *partition) error {
 	return nil
 }
 
-// next picks the task's partition whose head record has the lowest
-// timestamp. As Kafka Streams does by default (KIP-695), a task with an
-// empty partition that is known to have records not fetched yet (or whose
-// end is not known yet) waits for them, so that records are processed in
-// timestamp order across partitions — a stream–table join sees the table
-// rows older than its stream records; with MaxTaskIdle > 0 it then waits
-// that long for a caught-up empty partition too; a negative MaxTaskIdle
-// never waits.
-func (th *Thread) next(tk *task, now time.Time) *partition {
-	var best *partition
-	empty, behind := false, false
-	for _, p := range tk.parts {
-		if p.size() == 0 {
-			empty = true
-			if !behind && th.cfg.MaxTaskIdle >= 0 && !p.paused && !th.consumer.CaughtUp(p.tp) {
-				behind = true
-			}
-			continue
-		}
-		if best == nil || p.buf[p.head].Timestamp < best.buf[best.head].Timestamp {
-			best = p
-		}
-	}
-	if best == nil {
-		tk.idleSince = time.Time{}
-		return nil
-	}
-	if behind {
-		tk.idleSince = time.Time{}
-		th.behind = true
-		return nil
-	}
-	if empty && th.cfg.MaxTaskIdle > 0 {
-		if tk.idleSince.IsZero() {
-			tk.idleSince = now
-		}
-		if now.Sub(tk.idleSince) < th.cfg.MaxTaskIdle {
-			return nil
-		}
-	} else {
-		tk.idleSince = time.Time{}
-	}
-	return best
-}
-
 // latencySample: the latency histograms observe one record in 16 (two
 // clock reads a record were a twentieth of a stateless topology's CPU).
 const latencySample = 15
@@ -240,7 +195,7 @@ func (th *Thread) process() (bool, error) {
 	n := 0
 	for n < 20_000 {
 		progressed := false
-		for _, tk := range th.tm.order {
+		for _, tk := range th.tm.reg.order {
 			if tk.state != taskRunning {
 				continue
 			}
@@ -249,7 +204,8 @@ func (th *Thread) process() (bool, error) {
 			}
 			async := tk.t.HasAsync()
 			for i := 0; i < 100 && (!async || tk.t.Accepting()); i++ {
-				p := th.next(tk, now)
+				p, behind := tk.next(now, th.cfg.MaxTaskIdle, th.consumer)
+				th.behind = th.behind || behind
 				if p == nil {
 					break
 				}
@@ -281,7 +237,7 @@ func (th *Thread) process() (bool, error) {
 
 func (th *Thread) punctuateWallClock() error {
 	now := th.cfg.WallClock()
-	for _, tk := range th.tm.order {
+	for _, tk := range th.tm.reg.order {
 		if tk.state != taskRunning {
 			continue
 		}

@@ -205,11 +205,11 @@ func (th *Thread) snapshot(force bool) {
 	}
 	th.snapshots.last, th.snapshots.restored = now, restored
 	var c Counts
-	for _, tk := range th.tm.order {
+	for _, tk := range th.tm.reg.order {
 		ts := TaskSnapshot{ID: tk.id.String(), Restoring: tk.state != taskRunning, StreamTime: tk.t.StreamTime(), AsyncHeld: tk.t.AsyncHeld()}
 		for _, p := range tk.parts {
 			ps := PartitionSnapshot{Topic: p.tp.Topic, Partition: p.tp.Partition, Position: p.next, Committed: -1, Lag: -1, Buffered: p.size()}
-			if off, ok := th.tm.committed[p.tp]; ok {
+			if off, ok := th.tm.reg.committed[p.tp]; ok {
 				ps.Committed = off
 			}
 			if hw := th.hwm(p.tp); hw >= 0 {
@@ -221,8 +221,8 @@ func (th *Thread) snapshot(force bool) {
 		addCounters(&c, tk.t)
 		s.Tasks = append(s.Tasks, ts)
 	}
-	for _, id := range slices.SortedFunc(maps.Keys(th.tm.standby), compareTaskIDs) {
-		s.Standbys = append(s.Standbys, StandbySnapshot{ID: id.String(), Lag: th.tm.standby[id].lag})
+	for _, id := range slices.SortedFunc(maps.Keys(th.tm.reg.standby), compareTaskIDs) {
+		s.Standbys = append(s.Standbys, StandbySnapshot{ID: id.String(), Lag: th.tm.reg.standby[id].lag})
 	}
 	if th.cache != nil {
 		h, m, _ := th.cache.Stats()

@@ -670,12 +670,3 @@ func (r *restorer) sync(t *restoreTarget, at int64) error {
 	}
 	return nil
 }
-
-// restoreStep advances the restores and runs the tasks they finished.
-func (th *Thread) restoreStep() error {
-	done, err := th.restore.step()
-	if err != nil {
-		return err
-	}
-	return th.resumeTasks(done)
-}

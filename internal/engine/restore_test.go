@@ -43,7 +43,7 @@ func TestRestorerStartsOnStableChangelogsOnly(t *testing.T) {
 	var health Health
 	res := newRestorer(r.cfg, r.cfg.Log, &stats, &health, &lazyAdmin{newAdmin: r.cfg.NewAdmin})
 	defer res.clear()
-	var tm taskManager
+	var tm taskRegistry
 	tm.clear()
 	t0 := tm.addTask(processor.TaskID{Subtopology: 0, Partition: 0}, nil)
 	t1 := tm.addTask(processor.TaskID{Subtopology: 0, Partition: 1}, nil)
@@ -108,7 +108,7 @@ func TestChangelogResetIsCountedAndRestoredInFull(t *testing.T) {
 		var health Health
 		res := newRestorer(r.cfg, r.cfg.Log, &stats, &health, &lazyAdmin{newAdmin: r.cfg.NewAdmin})
 		defer res.clear()
-		var tm taskManager
+		var tm taskRegistry
 		tm.clear()
 		t0 := tm.addTask(processor.TaskID{Subtopology: 0, Partition: 0}, nil)
 		t0.state = taskStarting

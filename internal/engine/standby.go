@@ -46,48 +46,48 @@ type standbyTask struct {
 // it) marked as warm-ups: new ones start (startStandbys), ones no longer
 // wanted stop, their state kept (it is the instance's, left to the
 // cleaner's delay like any task's it no longer owns).
-func (th *Thread) setStandbys(ids, warmups []processor.TaskID) {
+func (m *taskManager) setStandbys(ids, warmups []processor.TaskID) {
 	claims := map[processor.TaskID]bool{}
 	for _, id := range warmups {
 		claims[id] = true
 	}
 	want := map[processor.TaskID]bool{}
 	for _, id := range ids {
-		if id.Subtopology < 0 || id.Subtopology >= len(th.cfg.Program.Subtopologies) {
+		if id.Subtopology < 0 || id.Subtopology >= len(m.cfg.Program.Subtopologies) {
 			continue
 		}
 		logged := false
-		loggedStores(th.cfg, id, func(kclient.TP, storage.Spec) { logged = true })
-		if logged && th.tm.tasks[id] == nil {
+		loggedStores(m.cfg, id, func(kclient.TP, storage.Spec) { logged = true })
+		if logged && m.reg.tasks[id] == nil {
 			want[id] = true
 		}
 	}
-	added, gone, warm := th.tm.setStandbys(want, claims)
+	added, gone, warm := m.reg.setStandbys(want, claims)
 	for _, id := range gone {
-		th.stopFollowing(id)
+		m.stopFollowing(id)
 	}
-	th.cfg.StateDirectory.ReleaseTasks(th.idx, names(gone))
+	m.cfg.StateDirectory.ReleaseTasks(m.idx, names(gone))
 	// A standby's state is owned like an active's: the cleaner leaves it.
-	th.cfg.StateDirectory.Own(th.idx, names(added))
+	m.cfg.StateDirectory.Own(m.idx, names(added))
 	if len(added)+len(gone)+len(warm) > 0 {
-		all := slices.SortedFunc(maps.Keys(th.tm.standby), compareTaskIDs)
-		th.log.Info("standby tasks", zap.Strings("added", names(added)), zap.Strings("removed", names(gone)), zap.Strings("warmups", names(warm)),
+		all := slices.SortedFunc(maps.Keys(m.reg.standby), compareTaskIDs)
+		m.log.Info("standby tasks", zap.Strings("added", names(added)), zap.Strings("removed", names(gone)), zap.Strings("warmups", names(warm)),
 			zap.Strings("standbys", names(all)), zap.Int("standby_tasks", len(all)), zap.Int("held_for_this_thread", len(claims)))
 	}
 }
 
 // dropStandby stops following a standby task: an active task of the
 // thread takes it over (its restore reads on from where the standby is).
-func (th *Thread) dropStandby(id processor.TaskID) {
-	th.stopFollowing(id)
-	th.tm.removeStandby(id)
+func (m *taskManager) dropStandby(id processor.TaskID) {
+	m.stopFollowing(id)
+	m.reg.removeStandby(id)
 }
 
 // stopFollowing stops reading a standby task's changelogs; what it read is
 // written first.
-func (th *Thread) stopFollowing(id processor.TaskID) {
-	if err := th.restore.drop(id); err != nil {
-		th.log.Warn("writing a standby task's last records; its next restore reads them again", zap.Stringer("task", id), zap.Error(err))
+func (m *taskManager) stopFollowing(id processor.TaskID) {
+	if err := m.restore.drop(id); err != nil {
+		m.log.Warn("writing a standby task's last records; its next restore reads them again", zap.Stringer("task", id), zap.Error(err))
 	}
 }
 
@@ -248,16 +248,20 @@ const (
 	warmupAskAgain   = 10 * time.Second
 )
 
+// startStandbys starts reading the changelogs of standby tasks not
+// started yet (restorer.startStandbys).
+func (m *taskManager) startStandbys() error { return m.restore.startStandbys(m.ctx, m.reg.standby) }
+
 // lookAtStandbys looks at the standbys' lag (restorer.lookAtStandbys) and
 // asks the group for a rebalance for the warm-ups that caught up.
-func (th *Thread) lookAtStandbys() error {
-	caughtUp, err := th.restore.lookAtStandbys(th.ctx, th.tm.standby)
+func (m *taskManager) lookAtStandbys() error {
+	caughtUp, err := m.restore.lookAtStandbys(m.ctx, m.reg.standby)
 	if err != nil || len(caughtUp) == 0 {
 		return err
 	}
-	if r, ok := th.consumer.(kclient.StateReporter); ok {
-		th.log.Info("warm-up tasks caught up; asking the group for a rebalance to move them here", zap.Strings("tasks", names(caughtUp)),
-			zap.Int64("acceptable_recovery_lag", th.cfg.AcceptableRecoveryLag))
+	if r, ok := m.consumer.(kclient.StateReporter); ok {
+		m.log.Info("warm-up tasks caught up; asking the group for a rebalance to move them here", zap.Strings("tasks", names(caughtUp)),
+			zap.Int64("acceptable_recovery_lag", m.cfg.AcceptableRecoveryLag))
 		r.Rejoin()
 	}
 	return nil

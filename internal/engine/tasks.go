@@ -10,10 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/eddy-go/eddy/internal/storage"
-
-	"go.uber.org/zap"
-
 	"github.com/eddy-go/eddy/internal/kclient"
 	"github.com/eddy-go/eddy/internal/rt"
 	"github.com/eddy-go/eddy/processor"
@@ -29,6 +25,51 @@ type task struct {
 	since     time.Time
 	restoring int // changelog partitions still restoring
 	idleSince time.Time
+}
+
+// next picks the task's partition whose head record has the lowest
+// timestamp. As Kafka Streams does by default (KIP-695), a task with an
+// empty partition that is known to have records not fetched yet (or whose
+// end is not known yet) waits for them, so that records are processed in
+// timestamp order across partitions — a stream–table join sees the table
+// rows older than its stream records; with MaxTaskIdle > 0 it then waits
+// that long for a caught-up empty partition too; a negative MaxTaskIdle
+// never waits. behind: the task waits for records not fetched yet (the
+// thread then fetches even with full buffers).
+func (tk *task) next(now time.Time, maxIdle time.Duration, c kclient.Consumer) (_ *partition, behind bool) {
+	var best *partition
+	empty := false
+	for _, p := range tk.parts {
+		if p.size() == 0 {
+			empty = true
+			if !behind && maxIdle >= 0 && !p.paused && !c.CaughtUp(p.tp) {
+				behind = true
+			}
+			continue
+		}
+		if best == nil || p.buf[p.head].Timestamp < best.buf[best.head].Timestamp {
+			best = p
+		}
+	}
+	if best == nil {
+		tk.idleSince = time.Time{}
+		return nil, false
+	}
+	if behind {
+		tk.idleSince = time.Time{}
+		return nil, true
+	}
+	if empty && maxIdle > 0 {
+		if tk.idleSince.IsZero() {
+			tk.idleSince = now
+		}
+		if now.Sub(tk.idleSince) < maxIdle {
+			return nil, false
+		}
+	} else {
+		tk.idleSince = time.Time{}
+	}
+	return best, false
 }
 
 // taskState is where a task is on its way from assigned to running. Only
@@ -48,11 +89,12 @@ const (
 	taskRunning
 )
 
-// taskManager owns a thread's assignment: its tasks (in id order too, for
-// fair processing), their input partitions, the group's committed offsets
-// and stream times it read for them, and its standby tasks. Only its
-// methods reset them.
-type taskManager struct {
+// taskRegistry holds a thread's assignment, as Kafka Streams' Tasks: its
+// tasks (in id order too, for fair processing), their input partitions,
+// the group's committed offsets and stream times it read for them, and
+// its standby tasks. The task manager (taskmanager.go) owns it; only its
+// methods reset it.
+type taskRegistry struct {
 	tasks map[processor.TaskID]*task
 	order []*task
 	parts map[kclient.TP]*partition
@@ -89,7 +131,7 @@ type followState struct {
 
 // clear forgets the whole assignment (its tasks already closed, its
 // standbys' reading stopped).
-func (m *taskManager) clear() {
+func (m *taskRegistry) clear() {
 	m.dropTasks()
 	m.assignedOnce = false
 	m.standby = map[processor.TaskID]*standbyTask{}
@@ -104,7 +146,7 @@ func (m *taskManager) clear() {
 // marked as warm-ups (claims: the tasks held for the thread): it returns
 // the tasks added, the ones gone (whose reading the caller stops) and the
 // warm-ups, each in id order.
-func (m *taskManager) setStandbys(want, claims map[processor.TaskID]bool) (added, gone, warm []processor.TaskID) {
+func (m *taskRegistry) setStandbys(want, claims map[processor.TaskID]bool) (added, gone, warm []processor.TaskID) {
 	for id := range m.standby {
 		if !want[id] {
 			delete(m.standby, id)
@@ -131,21 +173,21 @@ func (m *taskManager) setStandbys(want, claims map[processor.TaskID]bool) (added
 }
 
 // removeStandby forgets a standby task (an active task takes it over).
-func (m *taskManager) removeStandby(id processor.TaskID) {
+func (m *taskRegistry) removeStandby(id processor.TaskID) {
 	delete(m.standby, id)
 	m.publish()
 }
 
 // publish keeps what the thread follows where the group member's join
 // reads it (following).
-func (m *taskManager) publish() {
+func (m *taskRegistry) publish() {
 	standby := slices.SortedFunc(maps.Keys(m.standby), compareTaskIDs)
 	m.following.Store(&followState{standby: standby, claims: m.claims})
 }
 
 // dropTasks forgets the tasks (already closed), keeping what was read of
 // the partitions.
-func (m *taskManager) dropTasks() {
+func (m *taskRegistry) dropTasks() {
 	m.tasks = map[processor.TaskID]*task{}
 	m.order = nil
 	m.moved = nil
@@ -153,7 +195,7 @@ func (m *taskManager) dropTasks() {
 
 // readCommitted takes the group's committed offsets and their metadata (the
 // stream times) for newly assigned partitions.
-func (m *taskManager) readCommitted(offsets map[kclient.TP]int64, meta map[kclient.TP]string) {
+func (m *taskRegistry) readCommitted(offsets map[kclient.TP]int64, meta map[kclient.TP]string) {
 	for tp, off := range offsets {
 		m.committed[tp] = off
 		if ts, ok := decodeStreamTime(meta[tp]); ok {
@@ -164,7 +206,7 @@ func (m *taskManager) readCommitted(offsets map[kclient.TP]int64, meta map[kclie
 
 // committedAt records a commit of offsets, with each partition's task's
 // stream time as of it.
-func (m *taskManager) committedAt(offsets map[kclient.TP]int64) {
+func (m *taskRegistry) committedAt(offsets map[kclient.TP]int64) {
 	// A moved task stays moved until a commit carries its output: one
 	// that came before the task processed anything (its input not
 	// fetched yet) leaves it to commit at once when it has.
@@ -186,7 +228,7 @@ func (m *taskManager) committedAt(offsets map[kclient.TP]int64) {
 }
 
 // addTask adds a task (pending), keeping the id order.
-func (m *taskManager) addTask(id processor.TaskID, t *rt.Task) *task {
+func (m *taskRegistry) addTask(id processor.TaskID, t *rt.Task) *task {
 	tk := &task{t: t, id: id, since: time.Now()}
 	m.tasks[id] = tk
 	i, _ := slices.BinarySearchFunc(m.order, tk, func(a, b *task) int { return compareTaskIDs(a.id, b.id) })
@@ -195,7 +237,7 @@ func (m *taskManager) addTask(id processor.TaskID, t *rt.Task) *task {
 }
 
 // addPartition adds an input partition of tk.
-func (m *taskManager) addPartition(tk *task, tp kclient.TP, consumed prometheus.Counter) {
+func (m *taskRegistry) addPartition(tk *task, tp kclient.TP, consumed prometheus.Counter) {
 	p := &partition{tp: tp, task: tk, next: -1, consumed: consumed}
 	tk.parts = append(tk.parts, p)
 	m.parts[tp] = p
@@ -203,7 +245,7 @@ func (m *taskManager) addPartition(tk *task, tp kclient.TP, consumed prometheus.
 
 // removePartition forgets a partition; when its task has none left, the
 // task is returned (to be closed, then removeTask).
-func (m *taskManager) removePartition(tp kclient.TP) *task {
+func (m *taskRegistry) removePartition(tp kclient.TP) *task {
 	p := m.parts[tp]
 	if p == nil {
 		return nil
@@ -220,13 +262,13 @@ func (m *taskManager) removePartition(tp kclient.TP) *task {
 }
 
 // removeTask forgets a closed task.
-func (m *taskManager) removeTask(tk *task) {
+func (m *taskRegistry) removeTask(tk *task) {
 	delete(m.tasks, tk.id)
 	m.order = slices.DeleteFunc(m.order, func(t *task) bool { return t == tk })
 }
 
 // starting reports whether a task waits to start (pending or starting).
-func (m *taskManager) starting() bool {
+func (m *taskRegistry) starting() bool {
 	return slices.ContainsFunc(m.order, func(tk *task) bool { return tk.state == taskPending || tk.state == taskStarting })
 }
 
@@ -238,13 +280,13 @@ func (m *taskManager) starting() bool {
 // running (run). Only these methods change a task's state.
 
 // restart makes a running task that gets a partition more start again.
-func (m *taskManager) restart(tk *task) {
+func (m *taskRegistry) restart(tk *task) {
 	tk.state, tk.since = taskPending, time.Now()
 }
 
 // pause marks the partitions of tasks (new or restarted) paused and
 // returns them, for the consumer to pause.
-func (m *taskManager) pause(tasks []*task) []kclient.TP {
+func (m *taskRegistry) pause(tasks []*task) []kclient.TP {
 	var tps []kclient.TP
 	for _, tk := range tasks {
 		for _, p := range tk.parts {
@@ -258,7 +300,7 @@ func (m *taskManager) pause(tasks []*task) []kclient.TP {
 // toStart returns the tasks not started yet: pending (their committed
 // offsets unread) and starting (their changelogs' ends unread), in id
 // order.
-func (m *taskManager) toStart() (pending, starting []*task) {
+func (m *taskRegistry) toStart() (pending, starting []*task) {
 	for _, tk := range m.order {
 		switch tk.state {
 		case taskPending:
@@ -272,7 +314,7 @@ func (m *taskManager) toStart() (pending, starting []*task) {
 
 // readFor takes the committed offsets (and their stream times) read for
 // pending tasks: they start at those stream times, and are starting.
-func (m *taskManager) readFor(pending []*task, offsets map[kclient.TP]int64, meta map[kclient.TP]string) {
+func (m *taskRegistry) readFor(pending []*task, offsets map[kclient.TP]int64, meta map[kclient.TP]string) {
 	m.readCommitted(offsets, meta)
 	for _, tk := range pending {
 		m.restoreStreamTime(tk)
@@ -282,7 +324,7 @@ func (m *taskManager) readFor(pending []*task, offsets map[kclient.TP]int64, met
 
 // restoring marks the tasks among started ones that the restorer reads
 // changelogs for as restoring, and returns the others (ready to run).
-func (m *taskManager) restoring(started []*task) (ready []*task) {
+func (m *taskRegistry) restoring(started []*task) (ready []*task) {
 	for _, tk := range started {
 		if tk.restoring > 0 {
 			tk.state = taskRestoring
@@ -295,7 +337,7 @@ func (m *taskManager) restoring(started []*task) (ready []*task) {
 
 // run makes tasks running and returns their partitions, to be resumed
 // from their committed offsets (from); their buffers start empty.
-func (m *taskManager) run(tasks []*task) []kclient.TP {
+func (m *taskRegistry) run(tasks []*task) []kclient.TP {
 	var tps []kclient.TP
 	for _, tk := range tasks {
 		tk.state = taskRunning
@@ -315,7 +357,7 @@ func (m *taskManager) run(tasks []*task) []kclient.TP {
 // processed records no commit carried yet: its output, which paused while
 // the task moved (or was not there before), is committed at once rather
 // than at the commit interval.
-func (m *taskManager) movedOutput() bool {
+func (m *taskRegistry) movedOutput() bool {
 	for _, tk := range m.moved {
 		if m.tasks[tk.id] != tk || tk.state != taskRunning {
 			continue // gone since
@@ -331,7 +373,7 @@ func (m *taskManager) movedOutput() bool {
 
 // from is where a partition's reading starts: its committed offset, or
 // the beginning (-2) when nothing was ever committed.
-func (m *taskManager) from(tp kclient.TP) int64 {
+func (m *taskRegistry) from(tp kclient.TP) int64 {
 	off, ok := m.committed[tp]
 	if !ok || off < 0 {
 		return -2
@@ -341,7 +383,7 @@ func (m *taskManager) from(tp kclient.TP) int64 {
 
 // revokePartitions forgets partitions revoked from running tasks and
 // returns the tasks left with none (to be closed, then removeTask).
-func (m *taskManager) revokePartitions(tps []kclient.TP) []*task {
+func (m *taskRegistry) revokePartitions(tps []kclient.TP) []*task {
 	var closed []*task
 	for _, tp := range tps {
 		if tk := m.removePartition(tp); tk != nil {
@@ -351,9 +393,16 @@ func (m *taskManager) revokePartitions(tps []kclient.TP) []*task {
 	return closed
 }
 
+// rebuilt replaces a task's runtime task (closed) with t, rebuilt from
+// the committed stores, at the committed stream time.
+func (m *taskRegistry) rebuilt(tk *task, t *rt.Task) {
+	tk.t = t
+	m.restoreStreamTime(tk)
+}
+
 // restoreStreamTime starts a (re)built task at the stream time committed
 // for its partitions.
-func (m *taskManager) restoreStreamTime(tk *task) {
+func (m *taskRegistry) restoreStreamTime(tk *task) {
 	for _, p := range tk.parts {
 		if ts, ok := m.committedTime[p.tp]; ok {
 			tk.t.AdvanceStreamTime(ts)
@@ -361,31 +410,39 @@ func (m *taskManager) restoreStreamTime(tk *task) {
 	}
 }
 
-func (th *Thread) writeSet(store string) *storage.WriteSet {
-	return storage.Pick(th.cfg.Program.Stores[store].Builder.Spec().InMemory, th.wsP, th.wsM)
+// runningIDs returns the ids of the running tasks, in order.
+func (m *taskRegistry) runningIDs() []processor.TaskID {
+	var out []processor.TaskID
+	for _, tk := range m.order {
+		if tk.state == taskRunning {
+			out = append(out, tk.id)
+		}
+	}
+	return out
 }
 
-func (th *Thread) newRTTask(id processor.TaskID) (*rt.Task, error) {
-	return rt.NewTask(rt.TaskConfig{
-		ID:          id,
-		AppID:       th.cfg.AppID,
-		Program:     th.cfg.Program,
-		Subtopology: th.cfg.Program.Subtopologies[id.Subtopology],
-		WriteSet: func(inMemory bool) *storage.WriteSet {
-			if inMemory {
-				return th.wsM
+// asyncHeld reports whether a running task holds records in async calls.
+func (m *taskRegistry) asyncHeld() bool {
+	for _, tk := range m.order {
+		if tk.state == taskRunning && tk.t.AsyncHeld() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// offsetMeta is the metadata committed with each offset: its task's stream
+// time (see encodeStreamTime).
+func (m *taskRegistry) offsetMeta(offsets map[kclient.TP]int64) map[kclient.TP]string {
+	meta := make(map[kclient.TP]string, len(offsets))
+	for tp := range offsets {
+		if p := m.parts[tp]; p != nil {
+			if ts := p.task.t.StreamTime(); ts >= 0 {
+				meta[tp] = encodeStreamTime(ts)
 			}
-			return th.wsP
-		},
-		Cache:        th.cache,
-		Collector:    th,
-		WallClock:    th.cfg.WallClock,
-		Handlers:     th.cfg.Handlers,
-		Log:          th.log.With(zap.Stringer("task", id)),
-		EmitInterval: 1000,
-		Async:        th.asyncEnv(),
-		Globals:      rt.GlobalViews(th.cfg.Program, th.cfg.Pebble, th.cfg.Memory),
-	})
+		}
+	}
+	return meta
 }
 
 // Stream time survives restarts and hand-overs: each committed offset

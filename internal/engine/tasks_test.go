@@ -10,13 +10,13 @@ import (
 	"github.com/eddy-go/eddy/processor"
 )
 
-// The task manager owns the thread's standbys and warm-ups: a new
+// The task registry holds the thread's standbys and warm-ups: a new
 // assignment's standbys replace the old (the ones gone are returned for
 // their reading to stop, the kept ones keep their progress), claimed
 // tasks mark warm-ups, and what a group member's join reports
 // (following) always matches; clearing forgets it all.
-func TestTaskManagerStandbys(t *testing.T) {
-	var m taskManager
+func TestTaskRegistryStandbys(t *testing.T) {
+	var m taskRegistry
 	m.clear()
 	id := func(sub int, p int32) processor.TaskID { return processor.TaskID{Subtopology: sub, Partition: p} }
 	follows := func() string {
@@ -51,22 +51,23 @@ func TestTaskManagerStandbys(t *testing.T) {
 	}
 }
 
-// The task manager moves a task from assigned to running: its partitions
+// The task registry moves a task from assigned to running: its partitions
 // paused, pending until the committed offsets are read (the task then
 // starts at the committed stream time), restoring while it has changelogs
 // to read, then running from the committed offsets (the beginning when
 // nothing was committed), its partitions unpaused and their buffers empty;
 // a revoked partition's task is returned once it has none left.
-func TestTaskManagerTransitions(t *testing.T) {
+func TestTaskRegistryTransitions(t *testing.T) {
 	r := newRig(t, kclienttest.NewCluster(), countTopology(t, nil), false, "")
 	th := NewThread(0, r.cfg)
 	th.reset()
-	m := &th.tm
+	th.tm.reset(nil, nil, th.stores, th.cache)
+	m := &th.tm.reg
 	tp := func(p int32) kclient.TP { return kclient.TP{Topic: testIn, Partition: p} }
 	var added []*task
 	for p := range int32(2) {
 		id := processor.TaskID{Subtopology: 0, Partition: p}
-		rtt, err := th.newRTTask(id)
+		rtt, err := th.tm.newRTTask(id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,5 +104,5 @@ func TestTaskManagerTransitions(t *testing.T) {
 	if closed := m.revokePartitions([]kclient.TP{tp(1)}); len(closed) != 1 || closed[0] != added[1] {
 		t.Fatalf("revoking partition 1 closes %v", closed)
 	}
-	th.closeTasksDirty()
+	th.tm.closeAll(false)
 }

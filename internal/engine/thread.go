@@ -14,10 +14,10 @@ import (
 	"github.com/eddy-go/eddy/internal/kclient"
 )
 
-// Thread is one stream thread: one goroutine owning a consumer, a producer,
-// a write set per backend and two owners: the task manager (tm: the
-// assignment, its tasks and their states, standbys) and the restorer
-// (restore: reading changelogs, for restores and standbys).
+// Thread is one stream thread: one goroutine owning a consumer, a
+// producer, the state writes of its tasks (storeWrites) and its task
+// manager (tm: the tasks' lifecycle, their registry, the restorer that
+// reads changelogs for restores and standbys).
 //
 // The thread's own work, one concern a file:
 //
@@ -26,14 +26,12 @@ import (
 //     record by timestamp, processing and wall-clock punctuation;
 //   - commit.go: the commit sequence and the offsets it commits;
 //     guarantee.go: the one place exactly-once and at-least-once differ;
-//   - rebalance.go: assignment (tasks move along one by one, none waiting
-//     for another: startTasks), revocation (all, or under the cooperative
-//     assignor the moving partitions' tasks only), shutdown, and rewinding
-//     to the last commit;
-//   - standby.go: which standby tasks the thread follows, and asking for a
-//     rebalance when a warm-up caught up;
+//     storewrites.go: what the tasks wrote, applied at each commit;
+//   - rebalance.go: the rebalance callback, handing the assignment to the
+//     task manager (taskmanager.go, tasks.go, standby.go, restore.go);
 //   - failure.go: what the thread does about each kind of error;
-//   - metrics.go: counters and snapshots for /state and interactive queries.
+//   - metrics.go: counters and snapshots for /state and interactive
+//     queries; watch.go: what the thread waits for.
 type Thread struct {
 	idx int
 	cfg *Config
@@ -47,44 +45,30 @@ type Thread struct {
 	// guarantee does around the records sent between commits.
 	guarantee guarantee
 
-	wsP, wsM *storage.WriteSet
-	cache    *storage.Cache
+	// stores: what the tasks wrote since the last commit; cache: the
+	// tasks' record cache. Both the session's.
+	stores *storeWrites
+	cache  *storage.Cache
 
-	// tm owns the assignment: tasks, partitions, committed offsets.
-	tm taskManager
+	// tm owns the tasks: assignment, start, restore, standbys, close.
+	tm *taskManager
 
 	// dirty: records were processed or sent since the last commit.
 	dirty bool
 	// behind: the last process round left a task waiting for a partition
 	// known to have records not fetched yet (poll then fetches even with
 	// full buffers, and waits for them instead of spinning).
-	behind bool
-	// changelogs written since the last commit: their end offsets are
-	// stored with the stores' writes.
-	written    map[kclient.TP]*changelogRef
+	behind     bool
 	lastCommit time.Time
-	// syncedAt: when the last commit wrote the stores' synced times
-	// (wall-clock ms; markSynced).
-	syncedAt  int64
-	lastPurge time.Time
-	lastProbe time.Time
-	state     ThreadState
-	cbErr     error // an error inside the rebalance callback
+	lastPurge  time.Time
+	lastProbe  time.Time
+	state      ThreadState
+	cbErr      error // an error inside the rebalance callback
 
 	// closing: the consumer is being closed; the rebalance it triggers must
 	// not commit (librdkafka discards queued records then and moves its
 	// positions past them).
 	closing bool
-
-	// restore reads the changelogs of new tasks and standbys into their
-	// stores.
-	restore *restorer
-	// lastStart: the last attempt to start tasks not running yet;
-	// lastWaitLog: when it last said what they wait for.
-	lastStart, lastWaitLog time.Time
-	// departed ends the transactions departed instances left open on the
-	// changelogs of tasks the thread takes over.
-	departed *departed
 
 	Stats ThreadStats
 	// Health says whether the brokers answer this thread (health.go).
@@ -104,7 +88,7 @@ type Thread struct {
 func NewThread(idx int, cfg *Config) *Thread {
 	th := &Thread{idx: idx, cfg: cfg, log: cfg.Log.With(zap.Int("thread", idx)), async: newAsyncWaits(cfg)}
 	th.adm = &lazyAdmin{newAdmin: func() (kclient.Admin, error) { return cfg.NewAdmin() }, log: th.log}
-	th.departed = &departed{cfg: cfg, log: th.log}
+	th.tm = newTaskManager(idx, cfg, th.log, th, &th.Stats, &th.Health, th.adm, th.async)
 	return th
 }
 
@@ -122,7 +106,7 @@ func (th *Thread) setState(s ThreadState) {
 // Run runs the thread until ctx is cancelled (then it commits and closes
 // cleanly and returns nil) or a fatal error.
 func (th *Thread) Run(ctx context.Context) error {
-	th.ctx = ctx
+	th.ctx, th.tm.ctx = ctx, ctx
 	th.setState(ThreadStarting)
 	defer th.adm.close()
 	// The watcher outlives ctx: a stop's last commit is watched too.
@@ -207,14 +191,8 @@ func (th *Thread) transactionalID() string {
 
 // reset forgets everything of the previous session.
 func (th *Thread) reset() {
-	th.tm.clear()
-	th.restore = newRestorer(th.cfg, th.log, &th.Stats, &th.Health, th.adm)
 	th.dirty, th.cbErr, th.closing = false, nil, false
-	th.syncedAt = 0
-	th.written = map[kclient.TP]*changelogRef{}
-	th.wsP = storage.NewWriteSet(th.cfg.Pebble)
-	th.wsP.ApplyInBackground()
-	th.wsM = storage.NewWriteSet(th.cfg.Memory)
+	th.stores = newStoreWrites(th.cfg)
 	th.retireCache()
 	th.cache = storage.NewCache(th.cfg.CacheBytes)
 	th.produced = map[string]prometheus.Counter{}
@@ -244,28 +222,27 @@ func (th *Thread) session(ctx context.Context) (err error) {
 		return fmt.Errorf("creating consumer: %w", err)
 	}
 	if r, ok := th.consumer.(kclient.StateReporter); ok {
-		r.ReportState(th.memberState)
+		r.ReportState(th.tm.memberState)
 	}
 	if u, ok := th.consumer.(kclient.NoticeUser); ok && th.cfg.Notices != nil {
 		u.UseNotices(th.cfg.Notices)
 	}
-	th.guarantee = newGuarantee(th.cfg.ExactlyOnce, th.producer, th.consumer, th.retry, th.logEnds, &th.watch)
+	th.guarantee = newGuarantee(th.cfg.ExactlyOnce, th.producer, th.consumer, th.retry, logEnds(th.adm), &th.watch)
+	th.tm.reset(th.consumer, th.guarantee, th.stores, th.cache)
 	clean := false
 	defer func() {
 		if !clean {
-			th.closeTasksDirty()
+			th.tm.closeAll(false)
 		}
-		th.restore.clear() // a restore cut short keeps what it stored
-		th.departed.stop()
+		th.tm.endSession() // a restore cut short keeps what it stored
 		th.closing = true
 		if cerr := th.consumer.Close(); cerr != nil && err == nil && clean {
 			th.log.Warn("closing consumer", zap.Error(cerr))
 		}
 		th.producer.Close()
-		th.waitStores()
+		th.stores.wait(th.log)
 		th.cfg.StateDirectory.Release(th.idx)
-		th.wsP.ReleaseReads()
-		th.wsM.ReleaseReads()
+		th.stores.releaseReads()
 	}()
 	if th.cfg.ExactlyOnce {
 		th.watch.mark(doingInitTransactions)
@@ -289,10 +266,16 @@ func (th *Thread) session(ctx context.Context) (err error) {
 	th.lastCommit = time.Now()
 	for {
 		if ctx.Err() != nil {
+			// Commit, then close the tasks cleanly.
 			th.watch.mark(doingShutdown)
-			err := th.shutdown()
-			clean = err == nil
-			return err
+			th.log.Info("stream thread shutting down")
+			if err := th.commit(true); err != nil {
+				th.log.Warn("final commit failed", zap.Error(err))
+				return err
+			}
+			th.tm.shutdown()
+			clean = true
+			return nil
 		}
 		if err := th.step(); err != nil {
 			return err
@@ -319,21 +302,19 @@ func (th *Thread) step() error {
 		return err
 	}
 	th.watch.mark(doingStartTasks)
-	if err := th.startTasks(false); err != nil {
+	if err := th.tm.startTasks(false); err != nil {
 		return stopping(err)
 	}
 	th.watch.mark(doingStartStandbys)
-	if err := th.restore.startStandbys(th.ctx, th.tm.standby); err != nil {
+	if err := th.tm.startStandbys(); err != nil {
 		return stopping(err)
 	}
-	if th.restore.busy() {
-		th.watch.mark(doingRestore)
-		if err := th.restoreStep(); err != nil {
-			return err
-		}
+	th.watch.mark(doingRestore)
+	if err := th.tm.restoreStep(); err != nil {
+		return err
 	}
 	th.watch.mark(doingLookAtStandbys)
-	if err := th.lookAtStandbys(); err != nil {
+	if err := th.tm.lookAtStandbys(); err != nil {
 		return stopping(err)
 	}
 	th.watch.mark(doingProcess)
@@ -349,7 +330,7 @@ func (th *Thread) step() error {
 	th.waitForCalls(processed)
 	th.snapshot(false)
 	probe(&th.Health, th.log, &th.lastProbe, th.adm.get, th.cfg.Subscription)
-	due := time.Since(th.lastCommit) >= th.cfg.CommitInterval || (len(th.tm.moved) > 0 && th.tm.movedOutput())
+	due := time.Since(th.lastCommit) >= th.cfg.CommitInterval || th.tm.reg.movedOutput()
 	if due && !th.rebalancing() {
 		if err := th.commit(false); err != nil {
 			if th.ctx.Err() != nil {
