@@ -378,7 +378,8 @@ func (s tagSpread) of(tags map[string]string) int {
 // still furthest below their shares (then to those owning more of it, then
 // in that order): the shares always add up (the members' needs never
 // differ by more than one), and each sub-topology is spread over the
-// members as evenly as the group itself. In each sub-topology a member
+// members as evenly as the group itself, and over the instances before
+// their threads. In each sub-topology a member
 // keeps what it owns up to its quota (keepOrder says which, when it owns
 // more); a task nobody keeps goes to a member below its quota whose state
 // of it is furthest along (then to the member with fewest of them so far,
@@ -422,7 +423,11 @@ func assignTasks(members []member, n int32, groups []int32) map[string][]int32 {
 	taken := make([]bool, n)
 	quota := make([]int, m)
 	got := make([]int, m) // in the sub-topology at hand
-	rank := make([]int, m)
+	picked := make([]bool, m)
+	inst := make([]string, m)
+	for i, mb := range order {
+		inst[i] = mb.instance()
+	}
 	for g, first := range groups {
 		size := groupSize(groups, g, n)
 		end := first + int32(size)
@@ -434,17 +439,41 @@ func assignTasks(members []member, n int32, groups []int32) map[string][]int32 {
 					owns[i]++
 				}
 			}
-			quota[i], got[i], rank[i] = size/m, 0, i
+			quota[i], got[i] = size/m, 0
 		}
-		slices.SortStableFunc(rank, func(a, b int) int {
-			if c := cmp.Compare(need[b], need[a]); c != 0 {
-				return c
+		// The left-over tasks, one at a time: to the member furthest below
+		// its share, then owning the most of them, then of the instance
+		// with the fewest of the sub-topology's tasks so far (a
+		// sub-topology spreads over instances before their threads), then
+		// in order.
+		perInstance := map[string]int{}
+		for i := range order {
+			perInstance[inst[i]] += quota[i]
+			picked[i] = false
+		}
+		better := func(i, j int) bool {
+			if need[i] != need[j] {
+				return need[i] > need[j]
 			}
-			return cmp.Compare(owns[b], owns[a])
-		})
-		for _, i := range rank[:size%m] {
-			quota[i]++
-			need[i]--
+			if owns[i] != owns[j] {
+				return owns[i] > owns[j]
+			}
+			if a, b := perInstance[inst[i]], perInstance[inst[j]]; a != b {
+				return a < b
+			}
+			return i < j
+		}
+		for range size % m {
+			best := -1
+			for i := range order {
+				if !picked[i] && (best < 0 || better(i, best)) {
+					best = i
+				}
+			}
+			picked[best] = true
+			quota[best]++
+			need[best]--
+			perInstance[inst[best]]++
 		}
 		for i, mb := range order {
 			for _, p := range keep[i] {

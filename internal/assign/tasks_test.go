@@ -568,3 +568,39 @@ func TestAssignSpreadsSubtopologiesPastThePartitionCount(t *testing.T) {
 		}
 	}
 }
+
+// A sub-topology spreads over instances before their threads: four
+// instances of two threads each, two sub-topologies over four partitions,
+// give every thread one task and every instance one task of each
+// sub-topology.
+func TestAssignSpreadsSubtopologiesOverInstancesFirst(t *testing.T) {
+	var tasks []processor.TaskID
+	for s := range 2 {
+		for p := range int32(4) {
+			tasks = append(tasks, processor.TaskID{Subtopology: s, Partition: p})
+		}
+	}
+	var members []Member
+	for i := range 4 {
+		for th := range 2 {
+			// Member ids in an order unrelated to their instances, as the
+			// coordinator's random ids are.
+			members = append(members, Member{ID: fmt.Sprintf("m%d", (th*4+i*3)%8), Process: fmt.Sprintf("p%d", i)})
+		}
+	}
+	a := Assign(members, tasks, Options{})
+	perInstance := map[string][2]int{}
+	for _, m := range members {
+		if len(a.Active[m.ID]) != 1 {
+			t.Fatalf("%s (of %s) runs %v, want one task: %v", m.ID, m.Process, a.Active[m.ID], a.Active)
+		}
+		c := perInstance[m.Process]
+		c[a.Active[m.ID][0].Subtopology]++
+		perInstance[m.Process] = c
+	}
+	for p, c := range perInstance {
+		if c != [2]int{1, 1} {
+			t.Errorf("instance %s runs %d tasks of sub-topology 0 and %d of 1, want one of each: %v", p, c[0], c[1], a.Active)
+		}
+	}
+}
