@@ -583,9 +583,9 @@ func TestAssignSpreadsSubtopologiesOverInstancesFirst(t *testing.T) {
 	var members []Member
 	for i := range 4 {
 		for th := range 2 {
-			// Member ids in an order unrelated to their instances, as the
-			// coordinator's random ids are.
-			members = append(members, Member{ID: fmt.Sprintf("m%d", (th*4+i*3)%8), Process: fmt.Sprintf("p%d", i)})
+			// Member ids ordering an instance's threads together: by id
+			// alone, the first four members are two instances' threads.
+			members = append(members, Member{ID: fmt.Sprintf("m%d%d", i, th), Process: fmt.Sprintf("p%d", i)})
 		}
 	}
 	a := Assign(members, tasks, Options{})
