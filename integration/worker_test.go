@@ -163,6 +163,13 @@ type worker struct {
 
 func (a *wordApp) start(name string, args ...string) *worker {
 	a.t.Helper()
+	return a.startBinary(workerBin, name, args...)
+}
+
+// startBinary starts instance name of the application with the worker
+// built at bin (another release's, for an upgrade).
+func (a *wordApp) startBinary(bin, name string, args ...string) *worker {
+	a.t.Helper()
 	logPath := filepath.Join(a.dir, name+fmt.Sprintf("-%d.log", time.Now().UnixNano()))
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -170,7 +177,7 @@ func (a *wordApp) start(name string, args ...string) *worker {
 	}
 	base := []string{"-brokers", a.brokers, "-app", a.app, "-input", a.input, "-output", a.output,
 		"-state", filepath.Join(a.dir, "state-"+name), "-process-id", name}
-	cmd := exec.Command(workerBin, append(base, args...)...)
+	cmd := exec.Command(bin, append(base, args...)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		a.t.Fatal(err)
