@@ -214,6 +214,9 @@ func (b *bench) runAll() {
 	if b.o.want(b.o.only, "rebalance") {
 		b.rebalanceWorkload()
 	}
+	if b.o.want(b.o.only, "placement") {
+		b.placementWorkload()
+	}
 }
 
 // median returns the run with the median rate (of an even count, the
@@ -414,6 +417,17 @@ type childProc struct {
 	// restored: the changelog records the process restored so far, as
 	// its last "RESTORED n" line said (rebalance workload).
 	restored atomic.Int64
+	// tasks: its threads' tasks and records processed, as its last
+	// "TASKS" line said (placement workload).
+	tasks atomic.Pointer[[]threadTasks]
+}
+
+// threadTasks returns the threads' tasks of the process's last report.
+func (p *childProc) threadTasks() []threadTasks {
+	if t := p.tasks.Load(); t != nil {
+		return *t
+	}
+	return nil
 }
 
 func startChild(cmd *exec.Cmd) *childProc {
@@ -426,6 +440,10 @@ func startChild(cmd *exec.Cmd) *childProc {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			if ts, ok := parseTasks(sc.Text()); ok {
+				p.tasks.Store(&ts)
+				continue
+			}
 			if n, ok := strings.CutPrefix(sc.Text(), "RESTORED "); ok {
 				if v, err := strconv.ParseInt(n, 10, 64); err == nil {
 					p.restored.Store(v)

@@ -43,6 +43,8 @@ func child(args []string) {
 	client := fs.String("client", "", "client properties k=v,k=v for eddy's ClientConfig")
 	standbys := fs.Int("standbys", 0, "NumStandbyReplicas")
 	reportRestored := fs.Bool("report-restored", false, `print "RESTORED n" (changelog records restored so far) whenever it grows`)
+	threads := fs.Int("threads", 1, "NumStreamThreads")
+	reportTasks := fs.Bool("report-tasks", false, `print "TASKS …" (each thread's tasks and records processed) every 250 ms`)
 	profile := fs.String("cpuprofile", os.Getenv("EDDYBENCH_CPUPROFILE"), "write a CPU profile of the child to this file ({pid} is replaced by the child's process id)")
 	profileFor := fs.Duration("cpuprofile-for", envDuration("EDDYBENCH_CPUPROFILE_FOR"), "stop the CPU profile after this long (0: at exit); a child that is SIGKILLed (the state workload's build) writes its profile only this way")
 	traceAt := fs.Duration("trace-at", envDuration("EDDYBENCH_TRACE_AT"), "write a 5 s execution trace (runtime/trace) this long after start, to the -cpuprofile path with .trace appended (0: none)")
@@ -95,7 +97,7 @@ func child(args []string) {
 	a := must(streams.New(buildTopology(*wl, inputs, *out), streams.Config{
 		Logger:        logger,
 		ApplicationID: *app, BootstrapServers: *brokers, Guarantee: guarantee, StateDir: *state,
-		CommitInterval: commit, Metrics: reg, ClientConfig: cc, NumStandbyReplicas: *standbys,
+		CommitInterval: commit, Metrics: reg, ClientConfig: cc, NumStandbyReplicas: *standbys, NumStreamThreads: *threads,
 		StateListener: func(_, s streams.State) {
 			if s == streams.Running {
 				fmt.Println("RUNNING")
@@ -104,6 +106,9 @@ func child(args []string) {
 	}))
 	if *reportRestored {
 		go reportRestoredRecords(ctx, reg)
+	}
+	if *reportTasks {
+		go reportThreadTasks(ctx, a)
 	}
 	if err := a.Run(ctx); err != nil {
 		fail("%v", err)
@@ -141,6 +146,35 @@ func reportRestoredRecords(ctx context.Context, reg *prometheus.Registry) {
 			last = n
 			fmt.Printf("RESTORED %.0f\n", n)
 		}
+	}
+}
+
+// reportThreadTasks prints, every 250 ms until ctx ends, each stream
+// thread's active tasks and records processed, as "TASKS" then per thread
+// "ids:processed" (ids comma-separated, "-" for none), the format
+// bench/kstreams prints too.
+func reportThreadTasks(ctx context.Context, a *streams.App) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		line := "TASKS"
+		for _, th := range a.Report().Threads {
+			var ids []string
+			for _, tk := range th.Tasks {
+				ids = append(ids, tk.ID)
+			}
+			if len(ids) == 0 {
+				ids = []string{"-"}
+			}
+			sort.Strings(ids)
+			line += fmt.Sprintf(" %s:%d", strings.Join(ids, ","), th.Counts.Processed)
+		}
+		fmt.Println(line)
 	}
 }
 

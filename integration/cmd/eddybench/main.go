@@ -47,7 +47,7 @@ func main() {
 	}
 	var o options
 	flag.StringVar(&o.brokers, "brokers", os.Getenv("EDDY_KAFKA_BOOTSTRAP"), "bootstrap servers")
-	flag.StringVar(&o.only, "only", "", "comma-separated subset of workloads (stateless,wordcount,windowed,join,latency,async,state,rebalance)")
+	flag.StringVar(&o.only, "only", "", "comma-separated subset of workloads (stateless,wordcount,windowed,join,latency,async,state,rebalance,placement)")
 	flag.StringVar(&o.systems, "systems", "ceiling,ceiling-librdkafka,eddy,eddy-librdkafka,kstreams", "comma-separated subset of systems")
 	flag.StringVar(&o.librdkafkaBin, "librdkafka-bin", "", "an eddybench built with -tags eddy_librdkafka, for the librdkafka systems (scripts/bench.sh builds it)")
 	flag.StringVar(&o.svg, "svg", "", "write a chart of the run's records/s and memory to this SVG file")

@@ -62,7 +62,7 @@ public final class KStreamsBench {
     p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG,
         guarantee.equals("exactly_once") ? StreamsConfig.EXACTLY_ONCE_V2 : StreamsConfig.AT_LEAST_ONCE);
     p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, commitMs);
-    p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
+    p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, Integer.getInteger("eddy.threads", 1));
     p.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
     p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
     String standbys = System.getProperty("eddy.standbys");
@@ -148,11 +148,57 @@ public final class KStreamsBench {
         }
       });
     }
+    if (Boolean.getBoolean("eddy.report.tasks")) {
+      Thread reporter = new Thread(() -> reportTasks(ks));
+      reporter.setDaemon(true);
+      reporter.start();
+    }
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
       ks.close(Duration.ofSeconds(60));
       stopped.countDown();
     }));
     ks.start();
     stopped.await();
+  }
+
+  /**
+   * Prints every 250 ms each stream thread's active tasks and records
+   * processed: "TASKS" then per thread "ids:processed" (ids comma-separated
+   * and sorted, "-" for none), as eddybench's own child does.
+   */
+  private static void reportTasks(KafkaStreams ks) {
+    while (true) {
+      try {
+        Thread.sleep(250);
+      } catch (InterruptedException e) {
+        return;
+      }
+      if (ks.state() != KafkaStreams.State.RUNNING && ks.state() != KafkaStreams.State.REBALANCING) {
+        continue;
+      }
+      java.util.Map<String, Double> processed = new java.util.HashMap<>();
+      ks.metrics().forEach((name, metric) -> {
+        if (name.name().equals("process-total") && name.group().equals("stream-thread-metrics")) {
+          Object v = metric.metricValue();
+          if (v instanceof Double d) {
+            processed.put(name.tags().get("thread-id"), d);
+          }
+        }
+      });
+      StringBuilder line = new StringBuilder("TASKS");
+      for (var t : ks.metadataForLocalThreads()) {
+        java.util.List<String> ids = new java.util.ArrayList<>();
+        for (var task : t.activeTasks()) {
+          ids.add(task.taskId().toString());
+        }
+        java.util.Collections.sort(ids);
+        line.append(' ').append(ids.isEmpty() ? "-" : String.join(",", ids)).append(':')
+            .append(Math.round(processed.getOrDefault(t.threadName(), 0.0)));
+      }
+      synchronized (System.out) {
+        System.out.println(line);
+        System.out.flush();
+      }
+    }
   }
 }
