@@ -206,6 +206,11 @@ func buildTopology(name string, in []string, out string) *topology.Topology {
 			To(out, topology.Produced(serde.String(), serde.String()))
 	case "async-sync", "async", "async-64":
 		asyncTopology(tb, name, in, out)
+	case "regroupcount":
+		s := topology.Stream(tb, in[0], topology.Consumed(serde.String(), serde.String()))
+		g := topology.GroupBy(s, func(k, _ string) string { return k }, topology.Grouped(serde.String(), serde.String()))
+		topology.Count(g, topology.Materialized[string, int64]("counts")).ToStream().
+			To(out, topology.Produced(serde.String(), serde.Int64()))
 	case "statecount":
 		s := topology.Stream(tb, in[0], topology.Consumed(serde.String(), serde.String()))
 		topology.Count(s.GroupByKey(), topology.Materialized[string, int64]("counts")).ToStream().

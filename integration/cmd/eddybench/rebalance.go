@@ -66,44 +66,66 @@ type rbRun struct {
 	output   string
 }
 
+// rbCase is one topology and sequence of events of the rebalance
+// workload.
+type rbCase struct {
+	name string
+	// workload: the topology (statecount: a count per key, one
+	// sub-topology; regroupcount: the same count after a repartition by
+	// key, two sub-topologies).
+	workload   string
+	partitions int
+	// events: the instances started in turn after the first (scale-outs),
+	// then a graceful stop of the last and a SIGKILL of the one before.
+	scaleTo int
+}
+
 func (b *bench) rebalanceWorkload() {
 	o := b.o.rb
-	fmt.Printf("rebalance: a count per key over %d keys, %d partitions, exactly-once, input at %d records/s, session timeout %v\n",
-		o.keys, o.partitions, o.rate, o.session)
-	var runs []rbRun
-	for _, sys := range []string{"eddy", "kstreams"} {
-		if !b.o.want(b.o.systems, sys) {
+	cases := []rbCase{
+		{name: "a count per key", workload: "statecount", partitions: o.partitions, scaleTo: 3},
+		// Two partitions, four tasks: the third and fourth instances
+		// scale past the partition count.
+		{name: "a count per key after a repartition (two sub-topologies), scaled past the partition count", workload: "regroupcount", partitions: 2, scaleTo: 4},
+	}
+	for _, c := range cases {
+		fmt.Printf("rebalance: %s over %d keys, %d partitions, exactly-once, input at %d records/s, session timeout %v\n",
+			c.name, o.keys, c.partitions, o.rate, o.session)
+		var runs []rbRun
+		for _, sys := range []string{"eddy", "kstreams"} {
+			if !b.o.want(b.o.systems, sys) {
+				continue
+			}
+			for _, sb := range []int{0, 1} {
+				r := b.rebalanceRun(c, sys, sb)
+				runs = append(runs, r)
+				if r.err != "" {
+					fmt.Printf("  rebalance %-8s standbys %d failed: %s\n", sys, sb, r.err)
+					continue
+				}
+				for _, e := range r.events {
+					fmt.Printf("  rebalance %-8s standbys %d  %-14s %d partitions paused > 1 s, longest %.2f s (partition %d, ended %.2f s after the event at %s; %.2f s in the 3 s before), restored %d records, all flowing after %s, balanced after %s\n",
+						sys, sb, e.name, e.paused, e.longest.Seconds(), e.where.partition, e.where.ended.Seconds(), e.at.UTC().Format("15:04:05.000"), e.steady.Seconds(), e.restored, secs(e.flowing), secs(e.balanced))
+				}
+				fmt.Printf("  rebalance %-8s standbys %d  output: %s\n", sys, sb, r.output)
+			}
+		}
+		fmt.Printf("\n%s:\n\n| event | system | standbys | partitions paused > 1 s | longest pause s | longest in the 3 s before s | records restored | all flowing after s | balanced after s |\n|---|---|---|---|---|---|---|---|---|\n", c.name)
+		if len(runs) == 0 {
 			continue
 		}
-		for _, sb := range []int{0, 1} {
-			r := b.rebalanceRun(sys, sb)
-			runs = append(runs, r)
-			if r.err != "" {
-				fmt.Printf("  rebalance %-8s standbys %d failed: %s\n", sys, sb, r.err)
-				continue
+		for i := range runs[0].events {
+			for _, r := range runs {
+				if r.err != "" || i >= len(r.events) {
+					continue
+				}
+				e := r.events[i]
+				name := map[string]string{"eddy": "eddy", "kstreams": "Kafka Streams"}[r.sys]
+				fmt.Printf("| %s | %s | %d | %d | %.2f | %.2f | %d | %s | %s |\n", e.name, name, r.standbys, e.paused, e.longest.Seconds(), e.steady.Seconds(), e.restored, secs(e.flowing), secs(e.balanced))
 			}
-			for _, e := range r.events {
-				fmt.Printf("  rebalance %-8s standbys %d  %-14s %d partitions paused > 1 s, longest %.2f s (partition %d, ended %.2f s after the event at %s; %.2f s in the 3 s before), restored %d records, all flowing after %s, balanced after %s\n",
-					sys, sb, e.name, e.paused, e.longest.Seconds(), e.where.partition, e.where.ended.Seconds(), e.at.UTC().Format("15:04:05.000"), e.steady.Seconds(), e.restored, secs(e.flowing), secs(e.balanced))
-			}
-			fmt.Printf("  rebalance %-8s standbys %d  output: %s\n", sys, sb, r.output)
 		}
+		fmt.Println()
 	}
-	fmt.Printf("\n| event | system | standbys | partitions paused > 1 s | longest pause s | longest in the 3 s before s | records restored | all flowing after s | balanced after s |\n|---|---|---|---|---|---|---|---|---|\n")
-	if len(runs) == 0 {
-		return
-	}
-	for i := range runs[0].events {
-		for _, r := range runs {
-			if r.err != "" || i >= len(r.events) {
-				continue
-			}
-			e := r.events[i]
-			name := map[string]string{"eddy": "eddy", "kstreams": "Kafka Streams"}[r.sys]
-			fmt.Printf("| %s | %s | %d | %d | %.2f | %.2f | %d | %s | %s |\n", e.name, name, r.standbys, e.paused, e.longest.Seconds(), e.steady.Seconds(), e.restored, secs(e.flowing), secs(e.balanced))
-		}
-	}
-	fmt.Println()
 }
 
 func secs(d time.Duration) string {
@@ -120,25 +142,25 @@ type rbInstance struct {
 	remove func()
 }
 
-// rebalanceRun runs the events on one system with standbys replicas.
-func (b *bench) rebalanceRun(sys string, standbys int) rbRun {
+// rebalanceRun runs a case's events on one system with standbys replicas.
+func (b *bench) rebalanceRun(c rbCase, sys string, standbys int) rbRun {
 	o := b.o.rb
 	run := rbRun{sys: sys, standbys: standbys}
 	nonce := time.Now().UnixNano() % 1e6
-	in := b.topic(fmt.Sprintf("rb-in-%s-%d-%d", sys, standbys, nonce))
-	app := b.topic(fmt.Sprintf("rb-%s-%d-%d", sys, standbys, nonce))
+	in := b.topic(fmt.Sprintf("rb-in-%s-%s-%d-%d", c.workload, sys, standbys, nonce))
+	app := b.topic(fmt.Sprintf("rb-%s-%s-%d-%d", c.workload, sys, standbys, nonce))
 	out := app + "-out"
 	keys := o.keys
-	b.loadPartitions(in, int32(o.partitions), keys, func(i int) *kgo.Record {
+	b.loadPartitions(in, int32(c.partitions), keys, func(i int) *kgo.Record {
 		return &kgo.Record{Key: fmt.Appendf(nil, "key-%010d", i), Value: []byte("1")}
 	})
-	b.create(out, int32(o.partitions))
-	w := workload{name: "statecount", inputs: []string{in}}
+	b.create(out, int32(c.partitions))
+	w := workload{name: c.workload, inputs: []string{in}, repartition: c.workload == "regroupcount"}
 
 	instances := map[string]*rbInstance{}
 	start := func(name string) *rbInstance {
 		state, remove := stateDir("eddybench-rb-")
-		inst := &rbInstance{name: name, remove: remove, p: startChild(b.rebalanceCommand(sys, app, in, out, state, standbys))}
+		inst := &rbInstance{name: name, remove: remove, p: startChild(b.rebalanceCommand(c.workload, sys, app, in, out, state, standbys))}
 		instances[name] = inst
 		return inst
 	}
@@ -161,7 +183,7 @@ func (b *bench) rebalanceRun(sys string, standbys int) rbRun {
 	}
 
 	// The output, watched from here; the input, flowing from here.
-	watch := b.watchOutput(out, int32(o.partitions))
+	watch := b.watchOutput(out, int32(c.partitions))
 	defer watch.stop()
 	ctx, stopFeed := context.WithCancel(context.Background())
 	fed := make(chan int, 1)
@@ -181,7 +203,7 @@ func (b *bench) rebalanceRun(sys string, standbys int) rbRun {
 			return false
 		}
 		members = want
-		balanced := b.waitBalanced(app, in, members, at, 90*time.Second)
+		balanced := b.waitBalanced(app, members, at, 90*time.Second)
 		// Every partition flowing for 3 s after balance (or the wait).
 		end := watch.waitFlowing(3*time.Second, 60*time.Second)
 		e := rbEvent{name: name, balanced: balanced, steady: steady, at: at}
@@ -192,17 +214,18 @@ func (b *bench) rebalanceRun(sys string, standbys int) rbRun {
 		run.events = append(run.events, e)
 		return true
 	}
-	ok := event("scale 1 → 2", 2, func() error { return start("b").p.waitRunning(3 * time.Minute) }) &&
-		event("scale 2 → 3", 3, func() error { return start("c").p.waitRunning(3 * time.Minute) }) &&
-		event("graceful stop", 2, func() error {
-			c := instances["c"]
-			c.p.stopAndCommitStats() // SIGTERM, and wait for the exit
-			return nil
-		}) &&
-		event("SIGKILL", 1, func() error {
-			instances["b"].p.stop()
-			return nil
-		})
+	names := []string{"a", "b", "c", "d", "e", "f", "g", "h"}[:c.scaleTo]
+	ok := true
+	for i := 1; ok && i < len(names); i++ {
+		ok = event(fmt.Sprintf("scale %d → %d", i, i+1), i+1, func() error { return start(names[i]).p.waitRunning(3 * time.Minute) })
+	}
+	ok = ok && event("graceful stop", len(names)-1, func() error {
+		instances[names[len(names)-1]].p.stopAndCommitStats() // SIGTERM, and wait for the exit
+		return nil
+	}) && event("SIGKILL", len(names)-2, func() error {
+		instances[names[len(names)-2]].p.stop()
+		return nil
+	})
 	stopFeed()
 	n := <-fed
 	if !ok {
@@ -223,7 +246,7 @@ func (b *bench) rebalanceRun(sys string, standbys int) rbRun {
 }
 
 // rebalanceCommand is the process of one instance of sys.
-func (b *bench) rebalanceCommand(sys, app, in, out, state string, standbys int) *exec.Cmd {
+func (b *bench) rebalanceCommand(workload, sys, app, in, out, state string, standbys int) *exec.Cmd {
 	session := fmt.Sprint(b.o.rb.session.Milliseconds())
 	if sys == "kstreams" {
 		if b.o.kstreams == "" {
@@ -232,9 +255,9 @@ func (b *bench) rebalanceCommand(sys, app, in, out, state string, standbys int) 
 		return exec.Command("java", "-cp", b.o.kstreams,
 			"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-Dorg.slf4j.simpleLogger.logFile="+ksLog(state),
 			fmt.Sprintf("-Deddy.standbys=%d", standbys), "-Deddy.session.timeout.ms="+session, "-Deddy.report.restored=true",
-			"eddy.bench.KStreamsBench", "statecount", "exactly_once", b.o.brokers, app, state, "100", out, in)
+			"eddy.bench.KStreamsBench", workload, "exactly_once", b.o.brokers, app, state, "100", out, in)
 	}
-	return exec.Command(must(os.Executable()), "child", "-system", "eddy", "-workload", "statecount", "-guarantee", "exactly_once",
+	return exec.Command(must(os.Executable()), "child", "-system", "eddy", "-workload", workload, "-guarantee", "exactly_once",
 		"-brokers", b.o.brokers, "-app", app, "-state", state, "-commit-ms", "100", "-out", out, "-in", in,
 		"-client", "session.timeout.ms="+session, fmt.Sprintf("-standbys=%d", standbys), "-report-restored")
 }
@@ -278,9 +301,10 @@ func (b *bench) feedKeys(ctx context.Context, topic string, keys, rate int) int 
 }
 
 // waitBalanced waits until the group has members members, stable, each
-// holding its share of topic's partitions (they differ by one at most), and
-// returns how long after at that was (-1: not within timeout).
-func (b *bench) waitBalanced(group, topic string, members int, at time.Time, timeout time.Duration) time.Duration {
+// holding its share of the partitions it reads (of every topic: tasks of
+// different sub-topologies read different topics; shares differ by one at
+// most), and returns how long after at that was (-1: not within timeout).
+func (b *bench) waitBalanced(group string, members int, at time.Time, timeout time.Duration) time.Duration {
 	deadline := at.Add(timeout)
 	for time.Now().Before(deadline) {
 		gs, err := b.adm.DescribeGroups(context.Background(), group)
@@ -290,9 +314,7 @@ func (b *bench) waitBalanced(group, topic string, members int, at time.Time, tim
 				n := 0
 				if c, ok := m.Assigned.AsConsumer(); ok {
 					for _, t := range c.Topics {
-						if t.Topic == topic {
-							n += len(t.Partitions)
-						}
+						n += len(t.Partitions)
 					}
 				}
 				shares = append(shares, n)

@@ -31,7 +31,7 @@ import org.apache.kafka.streams.state.KeyValueStore;
  * when the instance first reaches the RUNNING state; the Go side measures
  * from there, on the same broker and topics it gives eddy.
  *
- * <p>Arguments: workload (stateless | wordcount | windowed | join | statecount),
+ * <p>Arguments: workload (stateless | wordcount | windowed | join | statecount | regroupcount),
  * guarantee (at_least_once | exactly_once), bootstrap servers, application
  * id, state directory, commit interval in ms, output topic, then the input
  * topics (join: stream topic, table topic).
@@ -104,6 +104,13 @@ public final class KStreamsBench {
         KTable<String, String> t = b.table(in[1], Consumed.with(Serdes.String(), Serdes.String()),
             Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("table"));
         s.join(t, (v, tv) -> v + "|" + tv).to(out, Produced.with(Serdes.String(), Serdes.String()));
+      }
+      case "regroupcount" -> {
+        KStream<String, String> s = b.stream(in[0], Consumed.with(Serdes.String(), Serdes.String()));
+        s.groupBy((k, v) -> k, Grouped.with(Serdes.String(), Serdes.String()))
+            .count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("counts"))
+            .toStream()
+            .to(out, Produced.with(Serdes.String(), Serdes.Long()));
       }
       case "statecount" -> {
         KStream<String, String> s = b.stream(in[0], Consumed.with(Serdes.String(), Serdes.String()));
