@@ -64,6 +64,7 @@ func main() {
 	flag.IntVar(&o.rb.rate, "rebalance-rate", 10_000, "input records/s during the rebalance workload's events")
 	flag.IntVar(&o.rb.partitions, "rebalance-partitions", 6, "partitions of the rebalance workload's topics")
 	flag.DurationVar(&o.rb.session, "rebalance-session", 10*time.Second, "both systems' session timeout in the rebalance workload")
+	flag.StringVar(&o.rb.cases, "rebalance-cases", "", "comma-separated subset of the rebalance workload's cases (statecount,regroupcount)")
 	flag.Parse()
 	if o.brokers == "" {
 		fail("no broker: pass -brokers or set EDDY_KAFKA_BOOTSTRAP (make bench starts one)")

@@ -36,6 +36,8 @@ import (
 type rbOptions struct {
 	keys, rate, partitions int
 	session                time.Duration
+	// cases: the cases to run, by workload (statecount, regroupcount).
+	cases string
 }
 
 // rbEvent is what one event did to the group.
@@ -89,6 +91,9 @@ func (b *bench) rebalanceWorkload() {
 		{name: "a count per key after a repartition (two sub-topologies), scaled past the partition count", workload: "regroupcount", partitions: 2, scaleTo: 4},
 	}
 	for _, c := range cases {
+		if !b.o.want(b.o.rb.cases, c.workload) {
+			continue
+		}
 		fmt.Printf("rebalance: %s over %d keys, %d partitions, exactly-once, input at %d records/s, session timeout %v\n",
 			c.name, o.keys, c.partitions, o.rate, o.session)
 		var runs []rbRun
