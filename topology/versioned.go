@@ -196,7 +196,8 @@ type graceJoinNode[K, V, VT, VR any] struct {
 	buffer                             stores.KeyValueStore[[]byte, []byte]
 	ks                                 serde.Serde[K]
 	vs                                 serde.Serde[V]
-	// streamTime and seq are kept in the buffer ('m'), read at Init.
+	// streamTime is the buffer's time: the largest timestamp of a record
+	// it took. It and seq are kept in the buffer ('m'), read at Init.
 	streamTime, seq int64
 }
 
@@ -218,26 +219,23 @@ func (n *graceJoinNode[K, V, VT, VR]) Init() (err error) {
 	return nil
 }
 
+// Process buffers a stream record for the grace period, or joins it at
+// once when the buffer's time has passed it by more than that. The
+// buffer's time, as Kafka Streams' time-ordered buffer keeps it, is the
+// largest timestamp of the records it took: a stream record without a
+// value (dropped) or one joined at once moves it not, nor lets anything
+// out.
 func (n *graceJoinNode[K, V, VT, VR]) Process(r processor.Record[K, V]) {
-	advanced := r.Timestamp > n.streamTime
-	if advanced {
-		n.streamTime = r.Timestamp
-	}
 	if r.NullValue {
 		n.T.Counters.Skipped.Add(1) // Kafka Streams drops stream records without a value
-		if advanced {
-			n.saveMeta()
-		}
 		return
 	}
-	if n.streamTime-n.grace > r.Timestamp {
+	if n.streamTime != math.MinInt64 && n.streamTime-n.grace > r.Timestamp {
 		// Older than the grace period already: joined at once.
 		n.joinOne(r)
-		if advanced {
-			n.saveMeta()
-		}
 		return
 	}
+	n.streamTime = max(n.streamTime, r.Timestamp)
 	kb, err := n.ks.Serialize(n.bufferName, r.Key)
 	if err != nil {
 		n.Fail(fmt.Errorf("%s: serializing key %v: %w", n.NodeName, r.Key, err))

@@ -254,6 +254,25 @@ var scenarios = map[string]scenario{
 		topology.LeftJoinTableWithGrace(clicks, users, 30*time.Millisecond, func(c string, r *string) string { return c + "/" + orQ(r) }).To("left")
 	}, []parityOut{{"inner", false}, {"left", false}}, ""},
 
+	// The buffer's time moves only with records it takes: a stream record
+	// without a value (dropped) moves it not (issue 65).
+	"versioned-grace-stream-tombstone-left": {func(b *topology.Builder) {
+		users := topology.Table(b, "users", consumed(), topology.Materialized[string, string]("vtusers").WithVersioned(10*time.Second))
+		clicks := topology.Stream(b, "clicks", consumed())
+		topology.LeftJoinTableWithGrace(clicks, users, 4*time.Second, func(c string, r *string) string {
+			if r == nil {
+				return c + "|null"
+			}
+			return c + "|" + *r
+		}).To("left")
+	}, []parityOut{{"left", false}}, ""},
+
+	"versioned-grace-stream-tombstone-inner": {func(b *topology.Builder) {
+		users := topology.Table(b, "users", consumed(), topology.Materialized[string, string]("vgusers").WithVersioned(6*time.Second))
+		clicks := topology.Stream(b, "clicks", consumed())
+		topology.JoinTableWithGrace(clicks, users, 6*time.Second, func(c, r string) string { return c + "|" + r }).To("inner")
+	}, []parityOut{{"inner", false}}, ""},
+
 	"versioned-table-table-join": {func(b *topology.Builder) {
 		l := topology.Table(b, "lt", consumed(), topology.Materialized[string, string]("vlt").WithVersioned(100*time.Millisecond))
 		r := topology.Table(b, "rt", consumed(), topology.Materialized[string, string]("vrt").WithVersioned(100*time.Millisecond))

@@ -340,6 +340,26 @@ public final class Parity {
                     .withGracePeriod(Duration.ofMillis(30))).to("left");
         }, outs("inner", "string", "left", "string")));
 
+        // The buffer's time moves only with records it takes: a stream
+        // record without a value (dropped) moves it not (issue 65).
+        SCENARIOS.put("versioned-grace-stream-tombstone-left", new Scenario(b -> {
+            KTable<String, String> users = b.table("users", Consumed.with(Serdes.String(), Serdes.String()),
+                Materialized.as(org.apache.kafka.streams.state.Stores.persistentVersionedKeyValueStore("vtusers", Duration.ofSeconds(10))));
+            KStream<String, String> clicks = b.stream("clicks", Consumed.with(Serdes.String(), Serdes.String()));
+            clicks.leftJoin(users, (click, region) -> click + "|" + (region == null ? "null" : region),
+                org.apache.kafka.streams.kstream.Joined.<String, String, String>with(Serdes.String(), Serdes.String(), Serdes.String())
+                    .withGracePeriod(Duration.ofSeconds(4))).to("left");
+        }, outs("left", "string")));
+
+        SCENARIOS.put("versioned-grace-stream-tombstone-inner", new Scenario(b -> {
+            KTable<String, String> users = b.table("users", Consumed.with(Serdes.String(), Serdes.String()),
+                Materialized.as(org.apache.kafka.streams.state.Stores.persistentVersionedKeyValueStore("vgusers", Duration.ofSeconds(6))));
+            KStream<String, String> clicks = b.stream("clicks", Consumed.with(Serdes.String(), Serdes.String()));
+            clicks.join(users, (click, region) -> click + "|" + region,
+                org.apache.kafka.streams.kstream.Joined.<String, String, String>with(Serdes.String(), Serdes.String(), Serdes.String())
+                    .withGracePeriod(Duration.ofSeconds(6))).to("inner");
+        }, outs("inner", "string")));
+
         SCENARIOS.put("versioned-table-table-join", new Scenario(b -> {
             KTable<String, String> l = b.table("lt", Consumed.with(Serdes.String(), Serdes.String()),
                 Materialized.as(org.apache.kafka.streams.state.Stores.persistentVersionedKeyValueStore("vlt", Duration.ofMillis(100))));
