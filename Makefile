@@ -1,11 +1,17 @@
 # eddy — make targets. `make test` is the one test command.
 
-.PHONY: test bench fuzz parity proto services-start services-stop services-status
+.PHONY: test chaos bench fuzz parity proto services-start services-stop services-status
 
 ## test: gofmt and vet checks, then go test -race on every module against a
 ## real Kafka broker and schema registry (started and stopped as needed).
 test:
 	scripts/test.sh
+
+## chaos: the long broker-fault tests (brokers SIGKILLed and restarted, a
+## 3-node cluster losing its leader, an outage longer than the transaction
+## timeout), which make test leaves out; .ci/run runs both.
+chaos:
+	scripts/test.sh chaos
 
 ## bench: throughput of eddy vs a plain client loop on the real broker
 ## (results in docs/performance.md).

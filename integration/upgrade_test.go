@@ -79,18 +79,14 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 		})
 		ws[i].waitRunning(t, 2*time.Minute)
 		if i < len(names)-1 {
-			if p := groupProtocol(t, brokers, a.app); p != "eddy-tasks" {
+			if p := stableProtocol(t, brokers, a.app); p != "eddy-tasks" {
 				t.Fatalf("with %d of 3 instances upgraded the group's protocol is %q, want eddy-tasks (the one every member offers)", i+1, p)
 			}
 		}
 	}
 	a.waitDone(5 * time.Minute)
-	deadline := time.Now().Add(time.Minute)
-	for groupProtocol(t, brokers, a.app) != "eddy-tasks-2" {
-		if time.Now().After(deadline) {
-			t.Fatalf("every instance upgraded, the group's protocol is still %q, want eddy-tasks-2", groupProtocol(t, brokers, a.app))
-		}
-		time.Sleep(100 * time.Millisecond)
+	if p := stableProtocol(t, brokers, a.app); p != "eddy-tasks-2" {
+		t.Fatalf("every instance upgraded, the group's protocol is %q, want eddy-tasks-2", p)
 	}
 	// Each upgraded instance got back the counting tasks its old self ran
 	// when it stopped and resumed their state: none restored from its
@@ -135,16 +131,26 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 	a.checkExactSequences()
 }
 
-// groupProtocol returns the protocol a group's members use now ("" while
-// it rebalances).
-func groupProtocol(t *testing.T, brokers, group string) string {
+// stableProtocol waits until the group is stable (a rebalance may be
+// under way: its protocol is chosen only once every member joined) and
+// returns the protocol its members use.
+func stableProtocol(t *testing.T, brokers, group string) string {
 	t.Helper()
 	adm := kadm.NewClient(kafkatest.Client(t, brokers))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	gs, err := adm.DescribeGroups(ctx, group)
-	if err != nil {
-		t.Fatalf("describing group %s: %v", group, err)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		gs, err := adm.DescribeGroups(ctx, group)
+		cancel()
+		if err != nil {
+			t.Fatalf("describing group %s: %v", group, err)
+		}
+		if g := gs[group]; g.State == "Stable" && g.Protocol != "" {
+			return g.Protocol
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s not stable within 2m (state %q)", group, gs[group].State)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return gs[group].Protocol
 }

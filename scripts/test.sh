@@ -21,10 +21,18 @@
 # with the race detector (which needs cgo); and a second, short pass with
 # the eddy_librdkafka build tag (confluent-kafka-go): its client's unit
 # tests, the exactly-once crash tests and the secured-cluster tests.
+#
+# `scripts/test.sh chaos` (make chaos) runs the long broker-fault tests
+# instead: brokers of their own SIGKILLed and restarted, a 3-node cluster
+# losing its leader, an outage longer than the transaction timeout. make
+# test leaves them out (they take minutes of waiting out outages); .ci/run
+# runs both.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 export CGO_ENABLED=1
+mode=${1:-test}
+chaos_tests='^(TestBrokerRestartsExactlyOnce|TestBrokerRestartsAtLeastOnce|TestBrokerDownLongerThanTransactionTimeout|TestLeaderFailoverInThreeBrokerCluster)$'
 
 started=0
 containers_started=0
@@ -38,6 +46,13 @@ if ! scripts/kafka.sh status >/dev/null 2>&1; then
 	scripts/kafka.sh start
 fi
 net_before=$(scripts/containers.sh netstate)
+if [[ $mode == chaos ]]; then
+	eval "$(scripts/kafka.sh env)"
+	export EDDY_REQUIRE_REAL_SERVICES=1
+	echo "== go test -race: the broker-fault tests"
+	(cd integration && go test -race -count=1 -v -timeout 30m ${EDDY_TEST_FLAGS:-} -run "$chaos_tests" .)
+	exit
+fi
 if ! scripts/containers.sh status >/dev/null 2>&1; then containers_started=1; fi
 scripts/containers.sh up
 # This run's id, which kafkatest puts on every container it starts: the check
@@ -86,9 +101,9 @@ for m in $modules; do
 	# -v there too: the fault tests log where each fault struck ("SIGKILL of
 	# p1 at 41% of input committed").
 	# Its fault tests take a while: a generous -timeout (the default is 10m).
-	fresh=""
-	[ "$(basename "$m")" = integration ] && fresh="-count=1 -v -timeout 45m"
-	(cd "$m" && go test -race $fresh ${EDDY_TEST_FLAGS:-} ./...) || status=1
+	fresh=()
+	[ "$(basename "$m")" = integration ] && fresh=(-count=1 -v -timeout 45m -skip "$chaos_tests")
+	(cd "$m" && go test -race "${fresh[@]}" ${EDDY_TEST_FLAGS:-} ./...) || status=1
 done
 
 echo "== go test -race -tags eddy_librdkafka (the librdkafka backend)"
