@@ -7,9 +7,10 @@
 test:
 	scripts/test.sh
 
-## chaos: the long broker-fault tests (brokers SIGKILLed and restarted, a
-## 3-node cluster losing its leader, an outage longer than the transaction
-## timeout), which make test leaves out; .ci/run runs both.
+## chaos: the long fault tests (brokers SIGKILLed and restarted, a 3-node
+## cluster losing its leader, an outage longer than the transaction timeout,
+## the SIGKILL loops of the at-least-once, async, deduplicating and
+## crash-during-restore apps), which make test leaves out; .ci/run runs both.
 chaos:
 	scripts/test.sh chaos
 
