@@ -12,6 +12,7 @@ import (
 
 	"github.com/eddy-go/eddy/integration/kafkatest"
 	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/kclient/backend"
 	"github.com/eddy-go/eddy/internal/rt"
 	"github.com/eddy-go/eddy/processor"
 )
@@ -27,7 +28,7 @@ func TestProducerWritesWhatItWasGivenInOrder(t *testing.T) {
 	brokers := realBroker(t)
 	topic := kafkatest.UniqueName(t, "producer")
 	kafkatest.CreateTopic(t, brokers, topic, 2, nil)
-	p, err := kclient.NewProducer(kclient.Config{"bootstrap.servers": brokers, "enable.idempotence": true, "linger.ms": 5})
+	p, err := backend.NewProducer(kclient.Config{"bootstrap.servers": brokers, "enable.idempotence": true, "linger.ms": 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func TestProducerRefusalStopsTheRecordsAfterIt(t *testing.T) {
 	brokers := realBroker(t)
 	topic := kafkatest.UniqueName(t, "producer-refusal")
 	kafkatest.CreateTopic(t, brokers, topic, 1, nil)
-	p, err := kclient.NewProducer(kclient.Config{"bootstrap.servers": brokers, "message.max.bytes": 10_000, "linger.ms": 5})
+	p, err := backend.NewProducer(kclient.Config{"bootstrap.servers": brokers, "message.max.bytes": 10_000, "linger.ms": 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func TestProducerRefusalStopsTheRecordsAfterIt(t *testing.T) {
 		}
 	}
 	err = produce(100, 50_000)
-	if kclient.Backend == "franz-go" {
+	if backend.Name == "franz-go" {
 		// eddy's client refuses it up front, as a bad record: the
 		// records after it go on.
 		if !errors.Is(err, rt.ErrRecordRefused) || !isTooLarge(err) {
@@ -213,7 +214,7 @@ func TestBackToBackTransactionsNeverWaitSeconds(t *testing.T) {
 	for round := range 5 { // a new topic and producer each round: a fresh metadata refresh
 		topic := kafkatest.UniqueName(t, fmt.Sprintf("txn-back-to-back-%d", round))
 		kafkatest.CreateTopic(t, brokers, topic, 8, nil)
-		p, err := kclient.NewProducer(kclient.Config{"bootstrap.servers": brokers, "enable.idempotence": true, "acks": "all",
+		p, err := backend.NewProducer(kclient.Config{"bootstrap.servers": brokers, "enable.idempotence": true, "acks": "all",
 			"linger.ms": 10, "transactional.id": topic, "retry.backoff.ms": 10})
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/eddy-go/eddy/integration/kafkatest"
 	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/kclient/backend"
 )
 
 // TestChangelogReaderSkipsAbortedRecordsAndMarkers: the reader a restore
@@ -28,7 +29,7 @@ func TestChangelogReaderSkipsAbortedRecordsAndMarkers(t *testing.T) {
 
 	read := func(iso string, from map[int32]int64) (map[int32][]string, map[int32]int64) {
 		t.Helper()
-		r, err := kclient.NewReader(kclient.Config{"bootstrap.servers": brokers, "isolation.level": iso})
+		r, err := backend.NewReader(kclient.Config{"bootstrap.servers": brokers, "isolation.level": iso})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +187,7 @@ func TestGroupConsumerFetchesWhereTheGroupLeftOff(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	g, err := kclient.NewGroupConsumer(kclient.Config{
+	g, err := backend.NewGroupConsumer(kclient.Config{
 		"bootstrap.servers": brokers, "group.id": group, "enable.auto.commit": false,
 		"auto.offset.reset": "earliest", "isolation.level": "read_committed",
 	})

@@ -27,6 +27,7 @@ import (
 
 	"github.com/eddy-go/eddy/integration/kafkatest"
 	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/kclient/backend"
 	"github.com/eddy-go/eddy/internal/rt"
 	"github.com/eddy-go/eddy/serde"
 	"github.com/eddy-go/eddy/serde/avro"
@@ -340,7 +341,7 @@ func TestSecureExactlyOnceWithReadmeACLs(t *testing.T) {
 	// timeout ten minutes, far past waitCounts' wait): the new instance's
 	// task waits for it, finds it, and ends it (its process is no member
 	// of the group) with the README's ACLs alone.
-	departed := kclient.Backend == "franz-go"
+	departed := backend.Name == "franz-go"
 	if departed {
 		s.openTransaction(user, password, s.app+"-gone-0", s.app+"-counts-changelog")
 	}
@@ -371,7 +372,7 @@ func (s *secureApp) openTransaction(user, password, transactionalID, topic strin
 	for k, v := range s.sec.ClientConfig(user, password) {
 		cfg[k] = v
 	}
-	p, err := kclient.NewProducer(cfg)
+	p, err := backend.NewProducer(cfg)
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/eddy-go/eddy/internal/engine"
 	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/kclient/backend"
 	"github.com/eddy-go/eddy/internal/rt"
 	"github.com/eddy-go/eddy/topology"
 )
@@ -213,7 +214,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		}
 	}()
 
-	admin, err := kclient.NewAdmin(a.clientConfig(a.adminConfig()))
+	admin, err := backend.NewAdmin(a.clientConfig(a.adminConfig()))
 	if err != nil {
 		return fmt.Errorf("streams: creating admin client: %w", err)
 	}
@@ -305,11 +306,11 @@ func (a *App) Run(ctx context.Context) (err error) {
 		AsyncLimit:            a.asyncLimit,
 		Notices:               notices,
 		OnState:               a.onThreadState,
-		NewConsumer:           kclient.NewConsumer,
-		NewGroupConsumer:      kclient.NewGroupConsumer,
-		NewReader:             kclient.NewReader,
-		NewProducer:           kclient.NewProducer,
-		NewAdmin:              func() (kclient.Admin, error) { return kclient.NewAdmin(a.clientConfig(a.adminConfig())) },
+		NewConsumer:           backend.NewConsumer,
+		NewGroupConsumer:      backend.NewGroupConsumer,
+		NewReader:             backend.NewReader,
+		NewProducer:           backend.NewProducer,
+		NewAdmin:              func() (kclient.Admin, error) { return backend.NewAdmin(a.clientConfig(a.adminConfig())) },
 	}
 	// Global tables are read in full before any thread processes.
 	globals := engine.NewGlobalReader(ecfg)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/eddy-go/eddy/internal/engine"
 	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/kclient/backend"
 	"github.com/eddy-go/eddy/topology"
 )
 
@@ -337,8 +338,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.NumStandbyReplicas < 0:
 		bad("NumStandbyReplicas must not be negative, got %d", c.NumStandbyReplicas)
-	case c.NumStandbyReplicas > 0 && kclient.Backend != "franz-go":
-		bad("NumStandbyReplicas %d needs eddy's own group assignor; this build (%s, -tags eddy_librdkafka) uses librdkafka's range assignor, which has no standbys", c.NumStandbyReplicas, kclient.Backend)
+	case c.NumStandbyReplicas > 0 && backend.Name != "franz-go":
+		bad("NumStandbyReplicas %d needs eddy's own group assignor; this build (%s, -tags eddy_librdkafka) uses librdkafka's range assignor, which has no standbys", c.NumStandbyReplicas, backend.Name)
 	}
 	for _, k := range c.RackAwareAssignmentTags {
 		if _, ok := c.ClientTags[k]; !ok {
@@ -380,7 +381,7 @@ func (c *Config) validate() error {
 		for k, v := range c.ClientConfig {
 			cc[k] = v
 		}
-		if err := kclient.CheckConfig(cc); err != nil {
+		if err := backend.CheckConfig(cc); err != nil {
 			bad("ClientConfig: %v", err)
 		}
 	}

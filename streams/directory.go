@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/kclient/backend"
 	"github.com/eddy-go/eddy/internal/rt"
 )
 
@@ -96,13 +97,13 @@ func compareStrings(a, b string) int {
 func (a *App) runDirectory(ctx context.Context, d *directory, processID string) {
 	topic := directoryTopic(a.cfg.ApplicationID)
 	log := a.log.With(zap.String("topic", topic))
-	prod, err := kclient.NewProducer(a.clientConfig(a.directoryProducerConfig()))
+	prod, err := backend.NewProducer(a.clientConfig(a.directoryProducerConfig()))
 	if err != nil {
 		log.Error("instance directory: creating the producer; other instances will not find this one", zap.Error(err))
 		return
 	}
 	defer prod.Close()
-	cons, err := kclient.NewConsumer(a.clientConfig(a.directoryConsumerConfig()))
+	cons, err := backend.NewConsumer(a.clientConfig(a.directoryConsumerConfig()))
 	if err != nil {
 		log.Error("instance directory: creating the consumer; queries will not be forwarded", zap.Error(err))
 		return

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/eddy-go/eddy/internal/kclient"
+	"github.com/eddy-go/eddy/internal/kclient/backend"
 )
 
 // noticesTopic is where the instances' group members say they joined or
@@ -18,8 +19,8 @@ func noticesTopic(appID string) string { return appID + "-eddy-rebalances" }
 // notice channel. Without one (a failure here) rebalances still happen,
 // each member hearing of them at its next heartbeat: a warning, not an
 // error.
-func (a *App) startNotices(ctx context.Context, admin kclient.Admin) *kclient.Notices {
-	if kclient.Backend != "franz-go" {
+func (a *App) startNotices(ctx context.Context, admin kclient.Admin) kclient.Notices {
+	if backend.Name != "franz-go" {
 		return nil // librdkafka's members neither send nor hear notices
 	}
 	topic := noticesTopic(a.cfg.ApplicationID)
@@ -32,7 +33,7 @@ func (a *App) startNotices(ctx context.Context, admin kclient.Admin) *kclient.No
 			zap.String("topic", topic), zap.Error(err))
 		return nil
 	}
-	n, err := kclient.NewNotices(a.clientConfig(a.noticesConfig()), topic, a.log)
+	n, err := backend.NewNotices(a.clientConfig(a.noticesConfig()), topic, a.log)
 	if err != nil {
 		a.log.Warn("rebalance notices: creating their clients; members will hear of rebalances at their next heartbeat only",
 			zap.String("topic", topic), zap.Error(err))

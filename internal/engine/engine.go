@@ -86,7 +86,7 @@ type Config struct {
 	AsyncLimit *rt.AsyncLimit
 	// Notices is the instance's rebalance-notice channel its threads'
 	// group members share (nil: none).
-	Notices *kclient.Notices
+	Notices kclient.Notices
 	// Metrics, when set, are updated as threads work.
 	Metrics *Metrics
 	// OnState reports thread state changes.

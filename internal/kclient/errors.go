@@ -3,6 +3,8 @@ package kclient
 import (
 	"errors"
 	"fmt"
+
+	"github.com/eddy-go/eddy/internal/rt"
 )
 
 // ErrTransient is wrapped by errors that a retry may cure: no broker
@@ -24,3 +26,25 @@ func IsTransient(err error) bool {
 	}
 	return errors.Is(err, ErrTransient)
 }
+
+// RecordRefused is the error of a record the brokers would refuse: its
+// topic does not exist, it is larger than the topic takes
+// (max.message.bytes) or than a batch holds, or it has no key for a
+// compacted topic. errors.Is(err, rt.ErrRecordRefused) holds. (A topic
+// the ACLs do not let the producer write is no bad record but a security
+// error: every record is refused alike.)
+type RecordRefused struct {
+	Topic string
+	// Reason says why, with the numbers.
+	Reason string
+	// Err is the error the brokers would answer (kerr.MessageTooLarge,
+	// kerr.UnknownTopicOrPartition, …).
+	Err error
+}
+
+func (e *RecordRefused) Error() string {
+	return fmt.Sprintf("record for topic %q refused: %s", e.Topic, e.Reason)
+}
+
+// Unwrap returns the brokers' error and rt.ErrRecordRefused.
+func (e *RecordRefused) Unwrap() []error { return []error{rt.ErrRecordRefused, e.Err} }

@@ -1,8 +1,11 @@
 // Package kclient is eddy's seam to a Kafka client: the small consumer,
-// producer and admin interfaces the runtime needs, and their
-// implementations on franz-go (pure Go, the default) or, built with the
-// eddy_librdkafka tag, on confluent-kafka-go (librdkafka). No client type
-// crosses this package's API.
+// reader, producer and admin interfaces the runtime needs, the member
+// state and rebalances its group carries, and the error classes every
+// client's failures map to. No client type crosses it. The
+// implementations are in its sub-packages: franz (franz-go, the default),
+// fetch (eddy's own fetcher and the group consumer built on it),
+// librdkafka (confluent-kafka-go, with the eddy_librdkafka build tag), and
+// backend, which picks and composes them for a build.
 package kclient
 
 import (
@@ -18,6 +21,13 @@ import (
 // Config is a client's configuration: standard Kafka client property names
 // (librdkafka's spelling) and their values.
 type Config map[string]any
+
+// Subtopologies is the Config key of a stream thread's consumer's topology,
+// a [][]string: the source topics (as named on the brokers) of each
+// sub-topology, by id. The group's assignor (internal/assign), run by the
+// group's leader, places tasks — a sub-topology on one partition number —
+// by it.
+const Subtopologies = "eddy.subtopologies"
 
 // TP is a topic partition.
 type TP struct {
@@ -87,6 +97,22 @@ type Consumer interface {
 	Close() error
 }
 
+// Reader reads partitions from given offsets without joining a group: what
+// restoring a store from its changelog needs. A Consumer is one.
+type Reader interface {
+	// Assign sets the partitions to read and the offsets to read them
+	// from (offsets ≥ 0), replacing any earlier assignment.
+	Assign(offsets map[TP]int64) error
+	// Poll returns the next record, or nil when none arrived within
+	// timeout.
+	Poll(timeout time.Duration) (*rt.RawRecord, error)
+	// Position returns the next offsets to read: past every record Poll
+	// returned and every offset that holds nothing to return (transaction
+	// markers, aborted records, compacted gaps) before the next one.
+	Position(tps []TP) (map[TP]int64, error)
+	Close() error
+}
+
 // MemberState is what a stream thread's group member tells the group's
 // assignor about its instance each time it joins.
 type MemberState struct {
@@ -136,10 +162,21 @@ type StateReporter interface {
 	Rejoin()
 }
 
+// Notices is an instance's rebalance-notice channel, shared by its group
+// members (one per stream thread): each member says on a topic of the
+// app's when it joins or leaves the group, and the instance's other
+// members, hearing it, probe the group at once instead of at their next
+// heartbeat. Run reads notices until its context ends; Close releases the
+// channel's clients. Only franz-go's members use one.
+type Notices interface {
+	Run(ctx context.Context)
+	Close()
+}
+
 // NoticeUser is a Consumer whose group member can send and hear rebalance
 // notices (see Notices); UseNotices comes before Subscribe.
 type NoticeUser interface {
-	UseNotices(n *Notices)
+	UseNotices(n Notices)
 }
 
 // RebalanceWatcher is a Consumer whose group member tells when its group is
@@ -281,9 +318,9 @@ var ErrRefusedLate = errors.New("kafka: the brokers refused a record the produce
 // ErrFatal is wrapped by errors that make a client unusable.
 var ErrFatal = errors.New("kafka: fatal client error")
 
-// maxUnacked is how many records a producer keeps unacknowledged (in the
+// MaxUnacked is how many records a producer keeps unacknowledged (in the
 // outbox, in librdkafka's queue, in flight to the brokers) before Produce
-// waits for acknowledgements; roomUnacked is how few let it go on. A
+// waits for acknowledgements; RoomUnacked is how few let it go on. A
 // transaction's commit (and an at-least-once commit) waits for every one of
 // them, so this bounds the commit's wait: where a topology produces faster
 // than the brokers take records (word count's repartition topic, on two
@@ -292,4 +329,4 @@ var ErrFatal = errors.New("kafka: fatal client error")
 // commit. Twenty thousand keep the brokers fed: measured, no workload lost
 // throughput, where 10,000 cost stateless and word count a fifth of theirs.
 // (Kafka's Java producer blocks send the same way, on buffer.memory.)
-const maxUnacked, roomUnacked = 20_000, 15_000
+const MaxUnacked, RoomUnacked = 20_000, 15_000

@@ -53,7 +53,7 @@ func ParseReset(s string) (Reset, error) {
 		return Reset{Policy: ResetNone}, nil
 	}
 	if d, ok := strings.CutPrefix(v, "by_duration:"); ok {
-		back, err := parseISODuration(d)
+		back, err := ParseISODuration(d)
 		if err != nil {
 			return Reset{}, fmt.Errorf("offset reset %q: %w", s, err)
 		}
@@ -106,9 +106,9 @@ func ISODuration(d time.Duration) string {
 	return b.String()
 }
 
-// parseISODuration reads PnDTnHnMn.nS (each part optional, at least one;
+// ParseISODuration reads PnDTnHnMn.nS (each part optional, at least one;
 // days are 24 hours).
-func parseISODuration(s string) (time.Duration, error) {
+func ParseISODuration(s string) (time.Duration, error) {
 	bad := fmt.Errorf("duration %q: want an ISO-8601 duration such as PT1H, PT15M or P1DT12H", s)
 	rest, ok := strings.CutPrefix(strings.ToUpper(s), "P")
 	if !ok || rest == "" {

@@ -21,17 +21,18 @@ func IsSecurity(err error) bool {
 	return errors.Is(err, ErrAuthentication) || errors.Is(err, ErrAuthorization)
 }
 
-// credentialsErr is the error of refused SASL credentials; tlsErr of a
-// failed TLS handshake; deniedErr of an operation the ACLs deny (op as
-// Kafka's ACLs name it). Every client's failures read the same.
-func credentialsErr(cause any) error {
+// CredentialsErr is the error of refused SASL credentials. It, TLSErr and
+// DeniedErr make every client's security failures read the same.
+func CredentialsErr(cause any) error {
 	return fmt.Errorf("%w (check sasl.mechanism, sasl.username and sasl.password): %v", ErrAuthentication, cause)
 }
 
-func tlsErr(cause any) error {
+// TLSErr is the error of a failed TLS handshake.
+func TLSErr(cause any) error {
 	return fmt.Errorf("%w: TLS handshake with the broker failed (check ssl.ca.location and the broker's certificate): %v", ErrAuthentication, cause)
 }
 
-func deniedErr(op string, cause any) error {
+// DeniedErr is the error of op (as Kafka's ACLs name it) denied.
+func DeniedErr(op string, cause any) error {
 	return fmt.Errorf("%w: %s is denied (grant the ACLs in the README's Security section): %v", ErrAuthorization, op, cause)
 }
