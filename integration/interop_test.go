@@ -5,9 +5,11 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"reflect"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -215,4 +217,90 @@ func TestJSONSchemaInteropWithConfluentPython(t *testing.T) {
 		}
 	}
 	t.Logf("%d orders each way, identical", len(orders))
+}
+
+// JSON schemas with registry references, a chain (the envelope refers to
+// the address, the address to the position, each by its "$id" URL, as
+// Confluent's serializers name references), on the real registry, both
+// ways with validation on: the chain eddy registers (WithReferencedSchema)
+// is what Confluent's JSONDeserializer validates eddy's records with, read
+// back from the registry; the chain Python registers (its own
+// registrations, then JSONSerializer) is what eddy's validating serde reads
+// Python's records with. Records equal both ways, and a record breaking
+// the last link is refused by both.
+func TestJSONSchemaReferenceChainInteropWithConfluentPython(t *testing.T) {
+	reg, url := realRegistryClient(t)
+	topic := kafkatest.UniqueName(t, "js-refs")
+	base := "https://eddy.example/" + topic + "/"
+	pos := `{"$id": "` + base + `position.json", "type": "object",
+  "properties": {"lat": {"type": "number", "minimum": -90, "maximum": 90}, "lon": {"type": "number"}}, "required": ["lat", "lon"]}`
+	addr := `{"$id": "` + base + `address.json", "type": "object",
+  "properties": {"city": {"type": "string"}, "at": {"$ref": "` + base + `position.json"}}, "required": ["city"]}`
+	env := `{"$id": "` + base + `envelope.json", "title": "Envelope", "type": "object",
+  "properties": {"id": {"type": "string"}, "to": {"$ref": "` + base + `address.json"},
+    "cc": {"type": "array", "items": {"$ref": "` + base + `address.json"}}}, "required": ["id", "to"]}`
+
+	s, err := jsonschema.New[map[string]any](reg, jsonschema.WithSchema(env), jsonschema.Validate(),
+		jsonschema.WithReferencedSchema(base+"position.json", topic+"-position", pos),
+		jsonschema.WithReferencedSchema(base+"address.json", topic+"-address", addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []any
+	var hexes []string
+	for i := range 4 {
+		doc := map[string]any{"id": fmt.Sprint("e", i), "to": map[string]any{"city": "Bern", "at": map[string]any{"lat": 46.9 + float64(i), "lon": 7.4}},
+			"cc": []any{map[string]any{"city": "Basel"}}}
+		b, err := s.Serialize(topic, doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hexes = append(hexes, hex.EncodeToString(b))
+		j, _ := json.Marshal(doc)
+		docs = append(docs, asJSON(t, j))
+	}
+	bad := map[string]any{"id": "x", "to": map[string]any{"city": "Nowhere", "at": map[string]any{"lat": 91.0, "lon": 0}}}
+	if _, err := s.Serialize(topic, bad); err == nil || !strings.Contains(err.Error(), "at /to/at/lat") {
+		t.Fatalf("eddy writing a latitude of 91: %v, want a failure at /to/at/lat", err)
+	}
+	// The last record: eddy's header, a latitude of 91 (written by hand).
+	broken, _ := json.Marshal(bad)
+	first, _ := hex.DecodeString(hexes[0])
+	decoded, _ := confluentPython(t, map[string]any{"registry": url, "topic": topic, "format": "json",
+		"reader_subject": topic + "-value", "errors_ok": true, "decode": append(hexes, hex.EncodeToString(append(first[:5:5], broken...)))})
+	if len(decoded) != len(docs)+1 || !reflect.DeepEqual(decoded[:len(docs)], docs) {
+		t.Fatalf("Python read eddy's records as %v, want %v", decoded, docs)
+	}
+	if e, _ := decoded[len(docs)].(map[string]any)["error"].(string); !strings.Contains(e, "91") {
+		t.Fatalf("Python read a latitude of 91 through eddy's chain as %v, want it refused", decoded[len(docs)])
+	}
+
+	pyTopic := topic + "-py"
+	pyBase := "https://eddy.example/" + pyTopic + "/"
+	rebase := func(s string) string { return strings.ReplaceAll(s, base, pyBase) }
+	_, encoded := confluentPython(t, map[string]any{"registry": url, "topic": pyTopic, "format": "json",
+		"references": []any{
+			map[string]any{"name": pyBase + "position.json", "subject": pyTopic + "-position", "schema": rebase(pos)},
+			map[string]any{"name": pyBase + "address.json", "subject": pyTopic + "-address", "schema": rebase(addr), "refs": []string{pyBase + "position.json"}},
+		},
+		"schema": rebase(env), "schema_refs": []string{pyBase + "address.json"}, "encode": docs})
+	if len(encoded) != len(docs) {
+		t.Fatalf("Python encoded %d of %d records", len(encoded), len(docs))
+	}
+	for i, b := range encoded {
+		got, err := s.Deserialize(pyTopic, b)
+		if err != nil {
+			t.Fatalf("record %d: eddy reading Python's bytes: %v", i, err)
+		}
+		j, _ := json.Marshal(got)
+		if !reflect.DeepEqual(asJSON(t, j), docs[i]) {
+			t.Fatalf("record %d: eddy read %v, want %v", i, got, docs[i])
+		}
+	}
+	// Python's record with its last link broken, by hand: eddy refuses it
+	// against the writer's chain.
+	if _, err := s.Deserialize(pyTopic, append(encoded[0][:5:5], broken...)); err == nil || !strings.Contains(err.Error(), "at /to/at/lat") {
+		t.Fatalf("eddy reading a latitude of 91 written with Python's chain: %v", err)
+	}
+	t.Logf("%d records each way through a chain of 3 schemas, identical", len(docs))
 }

@@ -18,5 +18,12 @@
 // is checked against the schema before it is written and each record
 // against its writer schema when read: a record that fails is a
 // *ValidationError naming the failing fields, which the app's error
-// handlers route like any bad record (a dead-letter topic, for one).
+// handlers route like any bad record (a dead-letter topic, for one);
+// ValidateReads checks reads against the serde's own schema instead, or as
+// well.
+//
+// A schema may refer ("$ref") to other registered schemas: reading, a
+// writer schema's registry references are followed recursively;
+// writing, WithReferences names registered ones and WithReferencedSchema
+// gives ones for the serde to register first.
 package jsonschema

@@ -58,3 +58,32 @@ func ExampleDerive() {
 	// Output:
 	// {"$schema":"http://json-schema.org/draft-07/schema#","additionalProperties":false,"properties":{"amount":{"type":"number"},"id":{"type":"string"},"note":{"oneOf":[{"type":"null"},{"type":"string"}]}},"required":["id","amount"],"title":"Payment","type":"object"}
 }
+
+// A schema that refers to another by its "$id": the serde registers the
+// address schema first, then the customer schema with a reference to it,
+// and validates through the reference.
+func ExampleWithReferencedSchema() {
+	const address = `{"$id": "https://acme.example/address.json", "type": "object",
+  "properties": {"city": {"type": "string", "minLength": 1}}, "required": ["city"]}`
+	const customer = `{"type": "object", "properties": {"name": {"type": "string"},
+  "home": {"$ref": "https://acme.example/address.json"}}, "required": ["name", "home"]}`
+	reg := registry.NewInMemory()
+	customers, err := jsonschema.New[map[string]any](reg, jsonschema.WithSchema(customer), jsonschema.Validate(),
+		jsonschema.WithReferencedSchema("https://acme.example/address.json", "address", address))
+	if err != nil {
+		panic(err)
+	}
+	if _, err := customers.Serialize("customers", map[string]any{"name": "Ada", "home": map[string]any{"city": "Zug"}}); err != nil {
+		panic(err)
+	}
+	registered, err := reg.Latest("customers-value")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%+v\n", registered.References)
+	_, err = customers.Serialize("customers", map[string]any{"name": "Bob", "home": map[string]any{"city": ""}})
+	fmt.Println(err)
+	// Output:
+	// [{Name:https://acme.example/address.json Subject:address Version:1}]
+	// jsonschema: the record does not satisfy schema id 2: at /home/city: length must be >= 1, but got 0
+}

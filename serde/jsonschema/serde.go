@@ -22,6 +22,9 @@ type options struct {
 	registry.Options
 	schema   string
 	validate bool
+	reads    ReadCheck // 0: as validate says
+	refs     []registry.Reference
+	named    []namedSchema
 }
 
 // WithSchema gives the serde's JSON Schema (JSON text) instead of the one
@@ -30,11 +33,34 @@ func WithSchema(schema string) Option { return func(o *options) { o.schema = sch
 
 // Validate checks every record against its schema: a value before it is
 // written, against the serde's schema; a record when it is read, against
-// its writer schema. A record that fails is a *ValidationError naming each
-// failing field: a serialization or deserialization error, which the
-// app's error handlers see like any bad record (fail, continue, dead-letter
-// topic). Off by default, as Confluent's json.fail.invalid.schema.
+// its writer schema (ValidateReads picks another). A record that fails is
+// a *ValidationError naming each failing field: a serialization or
+// deserialization error, which the app's error handlers see like any bad
+// record (fail, continue, dead-letter topic). Off by default, as
+// Confluent's json.fail.invalid.schema.
 func Validate() Option { return func(o *options) { o.validate = true } }
+
+// ReadCheck is what a record read is validated against.
+type ReadCheck int
+
+const (
+	// AgainstWriter validates a record against the schema it was written
+	// with (its schema id's): what Validate does, and what Confluent's
+	// Java deserializer does with json.fail.invalid.schema.
+	AgainstWriter ReadCheck = iota + 1
+	// AgainstReader validates it against the serde's own schema: a record
+	// whose writer's schema was laxer than the application's is refused
+	// instead of decoded with zero values for what it lacks. What
+	// Confluent's Python JSONDeserializer does when given a schema.
+	AgainstReader
+	// AgainstBoth validates it against both.
+	AgainstBoth
+)
+
+// ValidateReads validates every record read against the schema check
+// names (whether or not Validate is given; writes are validated only
+// with Validate).
+func ValidateReads(check ReadCheck) Option { return func(o *options) { o.reads = check } }
 
 // ForKeys makes the serde for record keys: subjects "<topic>-key".
 func ForKeys() Option { return func(o *options) { o.Key = true } }
@@ -72,8 +98,9 @@ type Serde[T any] struct {
 
 	mu sync.RWMutex
 	// guarded by mu
-	writers map[string]*writer    // by subject
-	readers map[int]*writerSchema // by writer schema id
+	writers    map[string]*writer    // by subject
+	readers    map[int]*writerSchema // by writer schema id
+	registered []registry.Reference  // the schema's references, once WithReferencedSchema's are registered
 }
 
 type writer struct {
@@ -115,7 +142,13 @@ func New[T any](reg *registry.Client, opts ...Option) (*Serde[T], error) {
 	if s.opts.Strategy != registry.TopicName && s.title == "" {
 		return nil, errors.New("jsonschema: RecordName subject strategies need a schema with a title")
 	}
-	compiled, err := compileSchema("serde", s.text)
+	if s.opts.reads != 0 && (s.opts.reads < AgainstWriter || s.opts.reads > AgainstBoth) {
+		return nil, fmt.Errorf("jsonschema: ValidateReads(%d): want AgainstWriter, AgainstReader or AgainstBoth", s.opts.reads)
+	}
+	if s.opts.reads == 0 && s.opts.validate {
+		s.opts.reads = AgainstWriter
+	}
+	compiled, err := s.compile("serde", s.text, s.opts.refs, s.opts.named)
 	if err != nil {
 		return nil, err
 	}
@@ -137,18 +170,30 @@ func (s *Serde[T]) Subject(topic string) string {
 	return s.opts.Subject(topic, s.title)
 }
 
-func compileSchema(name, text string) (*js.Schema, error) {
-	c := js.NewCompiler()
-	c.Draft = js.Draft7 // for schemas without $schema, as Confluent's
-	url := "mem://eddy/" + name + ".json"
-	if err := c.AddResource(url, strings.NewReader(text)); err != nil {
-		return nil, fmt.Errorf("jsonschema: schema %s: %w", name, err)
+// compile compiles a schema with its references: registered ones looked
+// up through the serde's registry client (cached there), and local ones by
+// text.
+func (s *Serde[T]) compile(name, text string, refs []registry.Reference, local []namedSchema) (*js.Schema, error) {
+	set := newSchemaSet(func(r registry.Reference) (*registry.Schema, error) { return s.reg.Version(r.Subject, r.Version) })
+	return set.compile(name, text, refs, local)
+}
+
+// references registers the schemas WithReferencedSchema gave, once, and
+// returns the serde's schema's references.
+func (s *Serde[T]) references() ([]registry.Reference, error) {
+	if len(s.opts.named) == 0 {
+		return s.opts.refs, nil
 	}
-	compiled, err := c.Compile(url)
-	if err != nil {
-		return nil, fmt.Errorf("jsonschema: schema %s: %w", name, err)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.registered != nil {
+		return s.registered, nil
 	}
-	return compiled, nil
+	refs, err := registerReferenced(s.reg, s.text, s.opts.refs, s.opts.named)
+	if err == nil {
+		s.registered = refs
+	}
+	return refs, err
 }
 
 func (s *Serde[T]) writerFor(topic string) *writer {
@@ -173,7 +218,12 @@ func (s *Serde[T]) writerFor(topic string) *writer {
 		w.id = s.opts.ID
 		w.schema, w.err = s.writerSchema(w.id)
 	default:
-		reg, err := s.reg.Register(subject, registry.JSON, s.text)
+		refs, err := s.references()
+		if err != nil {
+			w.err = err
+			break
+		}
+		reg, err := s.reg.Register(subject, registry.JSON, s.text, refs...)
 		if err != nil {
 			w.err = fmt.Errorf("jsonschema: %w", err)
 		} else {
@@ -205,7 +255,7 @@ func (s *Serde[T]) writerSchema(id int) (*js.Schema, error) {
 	if reg.Type != registry.JSON {
 		ws.err = fmt.Errorf("jsonschema: schema id %d is a %s schema, not JSON", id, reg.Type)
 	} else {
-		ws.schema, ws.err = compileSchema(fmt.Sprint(id), reg.Text)
+		ws.schema, ws.err = s.compile(fmt.Sprintf("id %d", id), reg.Text, reg.References, nil)
 	}
 	s.mu.Lock()
 	s.readers[id] = ws
@@ -238,7 +288,7 @@ func (s *Serde[T]) Deserialize(_ string, data []byte) (T, error) {
 	if err != nil {
 		return out, err
 	}
-	if s.opts.validate {
+	if s.opts.reads == AgainstWriter || s.opts.reads == AgainstBoth {
 		schema, err := s.writerSchema(id)
 		if err != nil {
 			return out, err
@@ -247,15 +297,21 @@ func (s *Serde[T]) Deserialize(_ string, data []byte) (T, error) {
 			return out, err
 		}
 	}
+	if s.opts.reads == AgainstReader || s.opts.reads == AgainstBoth {
+		if err := validate(s.schema, body, 0); err != nil {
+			return out, err
+		}
+	}
 	if err := json.Unmarshal(body, &out); err != nil {
-		return out, fmt.Errorf("jsonschema: decoding %T (schema id %d): %w", out, id, err)
+		return out, decodeErr(reflect.TypeFor[T](), body, id, err)
 	}
 	return out, nil
 }
 
 // ValidationError is a record that does not satisfy its schema.
 type ValidationError struct {
-	// SchemaID is the schema checked against.
+	// SchemaID is the schema checked against: the record's writer schema,
+	// or 0 for the serde's own (ValidateReads(AgainstReader)).
 	SchemaID int
 	// Failures are the failing fields, as JSON pointers ("/items/0/price",
 	// "" for the whole value), each with why.
@@ -270,7 +326,11 @@ type FieldError struct {
 
 func (e *ValidationError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "jsonschema: the record does not satisfy schema id %d:", e.SchemaID)
+	if e.SchemaID == 0 {
+		b.WriteString("jsonschema: the record does not satisfy the serde's schema:")
+	} else {
+		fmt.Fprintf(&b, "jsonschema: the record does not satisfy schema id %d:", e.SchemaID)
+	}
 	for i, f := range e.Failures {
 		if i > 0 {
 			b.WriteString(";")

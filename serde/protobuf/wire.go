@@ -46,8 +46,13 @@ func readIndexes(payload []byte) ([]int, []byte, error) {
 	indexes := make([]int, n)
 	for j := range indexes {
 		i, k := binary.Varint(payload)
-		if k <= 0 || i < 0 || i > 1<<20 {
-			return nil, nil, fmt.Errorf("%w: message index %d of %d is damaged", registry.ErrWireFormat, j+1, n)
+		switch {
+		case k <= 0:
+			return nil, nil, fmt.Errorf("%w: message index %d of %d is cut short", registry.ErrWireFormat, j+1, n)
+		case i < 0:
+			return nil, nil, fmt.Errorf("%w: message index %d of %d is negative (%d)", registry.ErrWireFormat, j+1, n, i)
+		case i > 1<<20:
+			return nil, nil, fmt.Errorf("%w: message index %d of %d is %d, past any file's messages", registry.ErrWireFormat, j+1, n, i)
 		}
 		indexes[j] = int(i)
 		payload = payload[k:]

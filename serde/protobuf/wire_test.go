@@ -3,6 +3,7 @@ package protobuf
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/eddy-go/eddy/serde/registry"
@@ -24,6 +25,12 @@ func TestMessageIndexes(t *testing.T) {
 	for _, bad := range [][]byte{nil, {0x80}, {0x03}, {0x04, 0x02}, {0x02, 0x01}, {0xfe, 0x01}} {
 		if _, _, err := readIndexes(bad); !errors.Is(err, registry.ErrWireFormat) {
 			t.Fatalf("% x: %v", bad, err)
+		}
+	}
+	// Each damage is named: one index of -1 (zigzag 0x01), one cut short.
+	for bad, want := range map[string]string{"\x02\x01": "message index 1 of 1 is negative (-1)", "\x04\x02": "message index 2 of 2 is cut short"} {
+		if _, _, err := readIndexes([]byte(bad)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("% x: %v, want %q", bad, err, want)
 		}
 	}
 }

@@ -337,28 +337,50 @@ type refusal struct{}
 func (refusal) Error() string { return "the schema registry refused the request" }
 func (refusal) Unwrap() error { return serde.ErrSetup }
 
-// refused wraps an error of a request the registry refused with HTTP 401
-// or 403 in ErrUnauthorized, saying which; other errors are returned as
-// they are.
+// RequestError is a request the registry answered with an error: the HTTP
+// status, the registry's error code (Confluent's: 40403 is "schema not
+// found", 42201 "invalid schema") and its message, as one line.
+type RequestError struct {
+	Status  int
+	Code    int
+	Message string
+}
+
+func (e *RequestError) Error() string {
+	msg := strings.Join(strings.Fields(e.Message), " ")
+	if msg == "" {
+		msg = "no message"
+	}
+	if e.Code != 0 && e.Code != e.Status {
+		return fmt.Sprintf("HTTP %d: %s (error code %d)", e.Status, msg, e.Code)
+	}
+	return fmt.Sprintf("HTTP %d: %s", e.Status, msg)
+}
+
+// refused returns the error of a request the registry refused as one clean
+// line (a *RequestError in place of the raw response body), wrapped in
+// ErrUnauthorized, saying which, for HTTP 401 or 403; other errors are
+// returned as they are.
 func refused(err error) error {
-	code := 0
+	status := 0
 	var re srclient.Error
 	switch {
 	case errors.As(err, &re):
-		code = re.Code
-		for code >= 1000 { // Confluent's 40101, 40301
-			code /= 100
+		status = re.Code
+		for status >= 1000 { // Confluent's 40101, 40301, 40403
+			status /= 100
 		}
+		err = &RequestError{Status: status, Code: re.Code, Message: re.Message}
 	case strings.HasPrefix(err.Error(), "401 "):
-		code = 401
+		status = 401
 	case strings.HasPrefix(err.Error(), "403 "):
-		code = 403
+		status = 403
 	}
-	switch code {
+	switch status {
 	case 401:
-		return fmt.Errorf("%w: HTTP 401, the credentials were not accepted (check the registry's Username and Password): %v", ErrUnauthorized, err)
+		return fmt.Errorf("%w: HTTP 401, the credentials were not accepted (check the registry's Username and Password): %w", ErrUnauthorized, err)
 	case 403:
-		return fmt.Errorf("%w: HTTP 403, the user may not do this: %v", ErrUnauthorized, err)
+		return fmt.Errorf("%w: HTTP 403, the user may not do this: %w", ErrUnauthorized, err)
 	}
 	return err
 }
