@@ -16,8 +16,11 @@
 #                                    no later process shares (scripts/test.sh exports
 #                                    it as EDDY_TEST_RUN; kafkatest labels its
 #                                    containers with it)
-#   scripts/containers.sh reap       remove the containers of test runs that ended
-#                                    without removing them (a killed `make test`)
+#   scripts/containers.sh reap       remove the containers of test runs, and of test
+#                                    processes, that ended without removing them (a
+#                                    killed `make test`, a test binary SIGKILLed or
+#                                    timed out); kafkatest does the same for test
+#                                    processes before its first container
 #   scripts/containers.sh netstate   print the host's firewall rules and forwarding setting
 #                                    (scripts/test.sh checks they are the same after a run)
 #
@@ -256,6 +259,17 @@ reap)
 			pid=${run%%.*}
 			[[ $(run_id "$pid") == "$run" ]] && continue
 			log "removing container $id, left by test run $run (no longer running)"
+			podman rm -f "$id" >/dev/null
+		done
+	# kafkatest's own mark: the test process that started the container
+	# (boot id/pid/start time), whatever started the tests.
+	boot=$(cat /proc/sys/kernel/random/boot_id)
+	podman ps -a --filter "label=$test_label.owner" --format "{{.ID}} {{index .Labels \"$test_label.owner\"}}" |
+		while read -r id owner; do
+			IFS=/ read -r oboot opid ostart <<<"$owner"
+			[[ $oboot == "$boot" ]] || continue
+			[[ $(run_id "$opid") == "$opid.$ostart" ]] && continue
+			log "removing container $id, left by test process $opid (no longer running)"
 			podman rm -f "$id" >/dev/null
 		done
 	;;

@@ -114,7 +114,7 @@ go test -race -tags eddy_librdkafka ${EDDY_TEST_FLAGS:-} ./internal/kclient/... 
 	-run 'TestExactlyOnceUnderCrashes|TestSecure' .) || status=1
 echo "== container tests: the example service's own integration test, Kafka and the registry in containers"
 (cd examples && env -u EDDY_KAFKA_BOOTSTRAP -u EDDY_SCHEMA_REGISTRY_URL \
-	go test -race -count=1 -v ${EDDY_TEST_FLAGS:-} -run '^TestOrderTotals' ./ordertotals/) || status=1
+	go test -race -count=1 -v ${EDDY_TEST_FLAGS:-} -run '^(TestOrderTotals|TestAKilledTestLeavesNoContainersBehind)' ./ordertotals/) || status=1
 
 echo "== nothing left behind"
 left=$(scripts/containers.sh leftovers "$EDDY_TEST_RUN")

@@ -258,8 +258,10 @@ func (a *App) Run(ctx context.Context) (err error) {
 	a.mu.Lock()
 	a.procID, a.subPartitions, a.directory = processID, subParts, idir
 	a.mu.Unlock()
-	notices := a.startNotices(ctx, admin)
-	defer notices.Close() // after the threads: it sends their leave notices
+	notices := a.startNotices(ctx, admin) // nil: none (librdkafka's build, or a failure)
+	if notices != nil {
+		defer notices.Close() // after the threads: it sends their leave notices
+	}
 	if dlq := a.cfg.DeadLetterTopic; dlq != "" {
 		tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
 		parts, err := admin.Partitions(tctx, []string{dlq})

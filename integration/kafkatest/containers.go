@@ -173,6 +173,10 @@ func run(ctx context.Context, o options, env map[string]string, ready string) (*
 	if r := os.Getenv(EnvTestRun); r != "" {
 		labels[ContainerLabel+".run"] = r
 	}
+	if owner := processOwner(); owner != "" {
+		labels[OwnerLabel] = owner
+	}
+	reapOrphans(ctx)
 	ctr, err := testcontainers.Run(ctx, o.image,
 		testcontainers.WithEnv(env),
 		testcontainers.WithLabels(labels),
