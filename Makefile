@@ -10,7 +10,8 @@ test:
 ## chaos: the long fault tests (brokers SIGKILLed and restarted, a 3-node
 ## cluster losing its leader, an outage longer than the transaction timeout,
 ## the SIGKILL loops of the at-least-once, async, deduplicating and
-## crash-during-restore apps), which make test leaves out; .ci/run runs both.
+## crash-during-restore apps, an async service's stall, the rolling upgrade
+## from the previous release), which make test leaves out; .ci/run runs both.
 chaos:
 	scripts/test.sh chaos
 
